@@ -1,0 +1,91 @@
+// Runs an ONNX model with onnxruntime-node, the trusted reference runtime npukit compares against.
+//   node bench/ort/run.mjs MODEL.onnx NAME=IN.npy... [--out DIR] [--opt all|disabled]
+//        [--repeat N] [--threads N] [--batch-axis0]
+// Writes every model output to DIR/<output name>.npy and prints one JSON line:
+//   {"model", "outputs": {name: {"dtype", "shape"}}, "ms": [per-run wall times]}
+// Graph optimizations default to "disabled": on this AVX2-without-VNNI CPU the fused uint8
+// kernels can saturate, and with int8 activations x64quantprecision fails at session creation.
+import fs from 'node:fs';
+import path from 'node:path';
+import ort from 'onnxruntime-node';
+
+const NPY_TYPES = {
+  '<f4': ['float32', Float32Array], '<f8': ['float64', Float64Array], '|i1': ['int8', Int8Array],
+  '|u1': ['uint8', Uint8Array], '<i2': ['int16', Int16Array], '<i4': ['int32', Int32Array],
+  '<i8': ['int64', BigInt64Array], '|b1': ['bool', Uint8Array],
+};
+
+function readNpy(file) {
+  const buf = fs.readFileSync(file);
+  if (buf.toString('latin1', 1, 6) !== 'NUMPY') throw new Error(`${file}: not a .npy file`);
+  const major = buf[6];
+  const headerLen = major === 1 ? buf.readUInt16LE(8) : buf.readUInt32LE(8);
+  const start = major === 1 ? 10 : 12;
+  const header = buf.toString('latin1', start, start + headerLen);
+  const descr = /'descr':\s*'([^']+)'/.exec(header)[1];
+  if (/'fortran_order':\s*True/.test(header)) throw new Error(`${file}: Fortran order not supported`);
+  const shape = /'shape':\s*\(([^)]*)\)/.exec(header)[1].split(',').filter((s) => s.trim())
+    .map((s) => parseInt(s, 10));
+  const entry = NPY_TYPES[descr];
+  if (!entry) throw new Error(`${file}: dtype ${descr} not supported`);
+  const [type, Ctor] = entry;
+  const body = buf.subarray(start + headerLen);
+  const copy = new Uint8Array(body.length);
+  copy.set(body);
+  return new ort.Tensor(type, new Ctor(copy.buffer), shape);
+}
+
+function writeNpy(file, tensor) {
+  const descr = Object.entries(NPY_TYPES).find(([, [t]]) => t === tensor.type)?.[0];
+  if (!descr) throw new Error(`output type ${tensor.type} not supported`);
+  const shape = tensor.dims.length === 1 ? `(${tensor.dims[0]},)` : `(${tensor.dims.join(', ')})`;
+  let header = `{'descr': '${descr}', 'fortran_order': False, 'shape': ${shape}, }`;
+  const pad = 64 - ((10 + header.length + 1) % 64);
+  header += ' '.repeat(pad % 64) + '\n';
+  const head = Buffer.alloc(10);
+  head.write('\x93NUMPY', 0, 'latin1');
+  head[6] = 1; head[7] = 0;
+  head.writeUInt16LE(header.length, 8);
+  const data = Buffer.from(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength);
+  fs.writeFileSync(file, Buffer.concat([head, Buffer.from(header, 'latin1'), data]));
+}
+
+const args = process.argv.slice(2);
+let model, outDir = null, opt = 'disabled', repeat = 1, threads = 1;
+const feeds = {};
+for (let i = 0; i < args.length; ++i) {
+  const a = args[i];
+  if (a === '--out') outDir = args[++i];
+  else if (a === '--opt') opt = args[++i];
+  else if (a === '--repeat') repeat = parseInt(args[++i], 10);
+  else if (a === '--threads') threads = parseInt(args[++i], 10);
+  else if (!model) model = a;
+  else {
+    const eq = a.indexOf('=');
+    if (eq < 0) throw new Error(`input '${a}' must be NAME=FILE.npy`);
+    feeds[a.slice(0, eq)] = readNpy(a.slice(eq + 1));
+  }
+}
+if (!model) {
+  console.error('usage: node run.mjs MODEL.onnx NAME=IN.npy... [--out DIR] [--opt all|disabled] [--repeat N]');
+  process.exit(2);
+}
+const session = await ort.InferenceSession.create(model, {
+  graphOptimizationLevel: opt, intraOpNumThreads: threads, interOpNumThreads: 1,
+});
+const ms = [];
+let results;
+for (let r = 0; r < Math.max(1, repeat); ++r) {
+  const t0 = process.hrtime.bigint();
+  results = await session.run(feeds);
+  ms.push(Number(process.hrtime.bigint() - t0) / 1e6);
+}
+const outputs = {};
+for (const [name, t] of Object.entries(results)) {
+  outputs[name] = { dtype: t.type, shape: t.dims };
+  if (outDir) {
+    fs.mkdirSync(outDir, { recursive: true });
+    writeNpy(path.join(outDir, `${name.replace(/[^A-Za-z0-9_.-]/g, '_')}.npy`), t);
+  }
+}
+console.log(JSON.stringify({ model, opt, outputs, ms }));
