@@ -1,0 +1,351 @@
+#include "device/block.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace npukit::device {
+
+using isa::Field;
+
+// ---------------------------------------------------------------------------------------------
+// Diagnostics
+
+std::string_view erratum_name(Erratum e) {
+  switch (e) {
+    case Erratum::kTallImageHang:
+      return "E1 tall-image conv hang (regular 3x3 stride-1 conv with IH >= 1.5*IW never finishes)";
+    case Erratum::kHang48x40:
+      return "E2 48x40 conv hang (a 48-high, 40-wide input never finishes)";
+    case Erratum::kPoolFirstNeedsTail:
+      return "E3 first-layer POOL hang (a POOL first layer needs a TailBlock)";
+    case Erratum::kConvPoolPool:
+      return "E4 conv->pool->pool (hangs on 9,4,4, corrupts bytes on 9,8,8)";
+    case Erratum::kOddKernelItr9x4x4:
+      return "E5 9,4,4 conv after odd KernelItr (wrong output)";
+    case Erratum::kIncomplete16x1x16:
+      return "E6 incomplete 16,1,16 (chained and depthwise programs mismatch)";
+  }
+  return "unknown erratum";
+}
+
+std::string Warning::text() const {
+  std::string s = layer > 0 ? fmt::format("layer {}: ", layer) : std::string();
+  if (!erratum.empty())
+    s += fmt::format(
+        "v1.0.0 erratum {}: the real board would misbehave here; the model computes "
+        "the intended result. ",
+        erratum);
+  return s + message;
+}
+
+void Diagnostics::erratum(int layer, Erratum e, std::string message) {
+  warnings_.push_back({layer, std::string(erratum_name(e)), std::move(message)});
+}
+
+void Diagnostics::warn(int layer, std::string message) {
+  warnings_.push_back({layer, std::string(), std::move(message)});
+}
+
+bool Diagnostics::has_erratum(Erratum e) const {
+  const std::string_view n = erratum_name(e);
+  return std::any_of(warnings_.begin(), warnings_.end(),
+                     [&](const Warning& w) { return w.erratum == n; });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timing
+
+BlockTiming streaming_timing(std::uint64_t compute_cycles, std::uint64_t read_bytes,
+                             std::uint64_t write_bytes, std::uint64_t macs) {
+  BlockTiming t;
+  t.compute_cycles = compute_cycles;
+  t.dram_read_bytes = read_bytes;
+  t.dram_write_bytes = write_bytes;
+  t.dram_cycles = dram_beats(read_bytes) + dram_beats(write_bytes) + kDramReadLatencyCycles;
+  t.macs = macs;
+  t.cycles = kLayerStartCycles + std::max(t.compute_cycles, t.dram_cycles);
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------------
+// LayerContext
+
+std::string LayerContext::where() const {
+  return fmt::format("layer {} (instruction {} {})", layer_number, mega_index,
+                     isa::name(mega.opcode()));
+}
+
+std::string LayerContext::field_name(Field field) const {
+  const isa::Opcode op = isa::info(field).opcode;
+  int index = mega_index;
+  if (op == isa::Opcode::OutputBlock) index = output_index;
+  if (op == isa::Opcode::TailBlock) index = tail_index;
+  return fmt::format("layer {}, instruction {} {}", layer_number, index,
+                     isa::qualified_name(field));
+}
+
+const isa::Instruction& LayerContext::require_output() const {
+  if (!output)
+    fail(
+        "{}: the group has no OutputBlock before its START, so the megablock's output has "
+        "nowhere to go (the board would never finish the layer); add an OutputBlock",
+        where());
+  return *output;
+}
+
+void LayerContext::check_dram_range(Field field, std::uint64_t addr, std::uint64_t bytes) const {
+  if (addr > dram.size() || bytes > dram.size() - addr)
+    fail_field(field, "DRAM range [0x{:x}, 0x{:x}) is outside the {} bytes of DRAM", addr,
+               addr + bytes, dram.size());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Activation layout
+
+ActivationLayout ActivationLayout::for_arch(const isa::SaArch& arch, std::uint64_t channels,
+                                            std::uint64_t pixels) {
+  ActivationLayout l;
+  l.channels = channels;
+  l.pixels = pixels;
+  l.channel_group = static_cast<std::uint64_t>(arch.n_sa);
+  l.pixels_per_word = static_cast<std::uint64_t>(arch.pixels_per_word());
+  return l;
+}
+
+std::vector<std::int8_t> read_activation(const LayerContext& ctx, Field addr_field,
+                                         std::uint64_t addr, const ActivationLayout& layout) {
+  ctx.check_dram_range(addr_field, addr, layout.bytes());
+  const Bytes raw = ctx.dram.read(addr, layout.bytes(), ctx.field_name(addr_field));
+  std::vector<std::int8_t> planar(layout.channels * layout.pixels);
+  const std::uint64_t cd = layout.channel_group, dk = layout.pixels_per_word;
+  const std::uint64_t pp = layout.padded_pixels();
+  for (std::uint64_t c = 0; c < layout.channels; ++c) {
+    const std::uint64_t base = (c / cd) * (cd * pp) + (c % cd) * dk;
+    std::int8_t* dst = planar.data() + c * layout.pixels;
+    for (std::uint64_t p = 0; p < layout.pixels; ++p)
+      dst[p] = static_cast<std::int8_t>(raw[base + (p / dk) * 32 + (p % dk)]);
+  }
+  return planar;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tail pipeline
+
+std::int64_t round_shift(std::int64_t v, int shift) {
+  if (shift <= 0) return v;
+  return (v + (std::int64_t{1} << (shift - 1))) >> shift;
+}
+
+static std::int32_t clamp_int8(std::int64_t v) {
+  return static_cast<std::int32_t>(std::clamp<std::int64_t>(v, -128, 127));
+}
+
+std::int32_t quantize(std::int32_t acc, std::int32_t scale, int shift, int fp_cast_shift) {
+  std::int64_t q = round_shift(std::int64_t{acc} * scale, shift);
+  q = round_shift(q, fp_cast_shift);
+  return clamp_int8(q);
+}
+
+// 32-bit wrapping add, as the RTL's 32-bit adders do.
+static std::int32_t add_wrap(std::int32_t a, std::int32_t b) {
+  return static_cast<std::int32_t>(static_cast<std::uint32_t>(a) + static_cast<std::uint32_t>(b));
+}
+
+TailConfig TailConfig::from(const isa::Instruction* tail) {
+  TailConfig c;
+  if (!tail) return c;
+  const isa::Instruction& t = *tail;
+  c.bias_en = t.get(Field::TailBlock_BiasEn) != 0;
+  c.bias_width = static_cast<int>(t.get(Field::TailBlock_BiasWidth));
+  c.bias_start = static_cast<std::uint32_t>(t.get(Field::TailBlock_BiasStartAddress));
+  c.bias_end = static_cast<std::uint32_t>(t.get(Field::TailBlock_BiasEndAddress));
+  c.quant_en = t.get(Field::TailBlock_QuantEn) != 0;
+  c.quant_scale = static_cast<std::int32_t>(t.get_signed(Field::TailBlock_QuantScale));
+  c.quant_shift = static_cast<int>(t.get(Field::TailBlock_QuantShift));
+  c.act_en = t.get(Field::TailBlock_ActEn) != 0;
+  c.act_type = static_cast<int>(t.get(Field::TailBlock_ActType));
+  c.act_param = static_cast<std::int32_t>(t.get(Field::TailBlock_ActParam));
+  c.neg_alpha = static_cast<std::int32_t>(t.get(Field::TailBlock_NegAlpha));
+  c.pos_alpha = static_cast<std::int32_t>(t.get(Field::TailBlock_PosAlpha));
+  c.gbl_pool_en = t.get(Field::TailBlock_GblPoolEn) != 0;
+  c.gbl_pool_scale = static_cast<std::int64_t>(t.get(Field::TailBlock_GblPoolScale));
+  c.gbl_pool_shift = static_cast<int>(t.get(Field::TailBlock_GblPoolShift));
+  return c;
+}
+
+TailPipeline::TailPipeline(const LayerContext& ctx, std::uint64_t channels, int fp_cast_shift,
+                           BiasLayout bias_layout)
+    : cfg_(TailConfig::from(ctx.tail)), fp_cast_shift_(fp_cast_shift) {
+  if (cfg_.act_en && cfg_.act_type > 2)
+    ctx.fail_field(Field::TailBlock_ActType,
+                   "activation type {} is not defined (0 ReLU, 1 Clip, 2 LeakyReLU)",
+                   cfg_.act_type);
+  if (!cfg_.bias_en) return;
+  const std::uint64_t n_sa = static_cast<std::uint64_t>(ctx.arch.n_sa);
+  std::uint64_t expected = 0;
+  if (bias_layout == BiasLayout::kFc) {
+    if (cfg_.bias_width != 32)
+      ctx.fail_field(Field::TailBlock_BiasWidth,
+                     "FC biases are int32: BiasWidth must be 32, not {}", cfg_.bias_width);
+    expected = ceil_mod(channels, 32) * 4;
+  } else if (cfg_.bias_width == 32) {
+    expected = ceil_mod(ceil_mod(channels, n_sa) * 4, 32);
+  } else if (cfg_.bias_width == 8) {
+    expected = ceil_mod(ceil_mod(channels, n_sa), 32);
+  } else {
+    ctx.fail_field(Field::TailBlock_BiasWidth, "bias width {} is not supported (8 or 32)",
+                   cfg_.bias_width);
+  }
+  if (cfg_.bias_end < cfg_.bias_start || cfg_.bias_end - cfg_.bias_start != expected)
+    ctx.fail_field(Field::TailBlock_BiasEndAddress,
+                   "bias region [0x{:x}, 0x{:x}) holds {} bytes but {} output channels need {} "
+                   "(end is exclusive: BiasEnd = BiasStart + {})",
+                   cfg_.bias_start, cfg_.bias_end,
+                   static_cast<std::int64_t>(cfg_.bias_end) - cfg_.bias_start, channels, expected,
+                   expected);
+  ctx.check_dram_range(Field::TailBlock_BiasStartAddress, cfg_.bias_start, expected);
+  const Bytes raw =
+      ctx.dram.read(cfg_.bias_start, expected, ctx.field_name(Field::TailBlock_BiasStartAddress));
+  bias_.resize(channels);
+  for (std::uint64_t k = 0; k < channels; ++k) {
+    if (bias_layout == BiasLayout::kFc) {
+      // gati.md 6.2: in each group of 32, position j*N_SA + s holds bias[i*32 + s*(32/N_SA) + j].
+      const std::uint64_t group = k / 32, in_group = k % 32, dk = 32 / n_sa;
+      const std::uint64_t s = in_group / dk, j = in_group % dk;
+      bias_[k] = static_cast<std::int32_t>(load_be32(&raw[(group * 32 + j * n_sa + s) * 4]));
+    } else if (cfg_.bias_width == 32) {
+      bias_[k] = static_cast<std::int32_t>(load_be32(&raw[k * 4]));
+    } else {
+      bias_[k] = static_cast<std::int8_t>(raw[k]);
+    }
+  }
+}
+
+std::int32_t TailPipeline::apply(std::int32_t acc, std::uint64_t channel) const {
+  std::int32_t v = acc;
+  if (cfg_.bias_en) v = add_wrap(v, bias_[channel]);
+  if (cfg_.quant_en) v = quantize(v, cfg_.quant_scale, cfg_.quant_shift, fp_cast_shift_);
+  if (cfg_.act_en) {
+    switch (cfg_.act_type) {
+      case 0:  // ReLU
+        v = std::max(v, 0);
+        break;
+      case 1:  // Clip: 0 .. ActParam (unsigned compare against the 8-bit bound)
+        v = std::clamp(v, 0, cfg_.act_param);
+        break;
+      default: {  // LeakyReLU: ((0 || alpha) * x) >>> 8, alpha by the sign of x
+        const std::int64_t alpha = v < 0 ? cfg_.neg_alpha : cfg_.pos_alpha;
+        v = static_cast<std::int32_t>((alpha * v) >> 8);
+        break;
+      }
+    }
+  }
+  return v;
+}
+
+void TailPipeline::run_channel(std::uint64_t channel, std::span<const std::int32_t> acc,
+                               std::span<std::int32_t> out) const {
+  if (!cfg_.gbl_pool_en) {
+    for (std::size_t p = 0; p < acc.size(); ++p) out[p] = apply(acc[p], channel);
+    return;
+  }
+  std::int64_t sum = 0;
+  for (std::int32_t a : acc) sum += apply(a, channel);
+  std::int64_t avg = round_shift(sum * cfg_.gbl_pool_scale, cfg_.gbl_pool_shift);
+  out[0] = cfg_.quant_en ? clamp_int8(avg)
+                         : static_cast<std::int32_t>(std::clamp<std::int64_t>(
+                               avg, std::numeric_limits<std::int32_t>::min(),
+                               std::numeric_limits<std::int32_t>::max()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// OutputBlock
+
+OutputConfig OutputConfig::from(const isa::Instruction& o) {
+  OutputConfig c;
+  c.output_addr = static_cast<std::uint32_t>(o.get(Field::OutputBlock_OutputAddr));
+  c.accumulant_addr = static_cast<std::uint32_t>(o.get(Field::OutputBlock_AccumulantAddr));
+  c.accumulant_read_first = o.get(Field::OutputBlock_AccumulantReadFirst) != 0;
+  c.channel_itr = static_cast<std::uint32_t>(o.get(Field::OutputBlock_ChannelItr));
+  c.kernel_itr = static_cast<std::uint32_t>(o.get(Field::OutputBlock_KernelItr));
+  c.image_dim_output = static_cast<std::uint32_t>(o.get(Field::OutputBlock_ImageDimOutput));
+  c.image_dim_acc = static_cast<std::uint32_t>(o.get(Field::OutputBlock_ImageDimAcc));
+  c.acc_en = o.get(Field::OutputBlock_AccEn) != 0;
+  c.on_chip_acc = o.get(Field::OutputBlock_OnChipAcc) != 0;
+  c.dispatch_en = o.get(Field::OutputBlock_DispatchEn) != 0;
+  c.dispatch_id = static_cast<std::uint32_t>(o.get(Field::OutputBlock_DispatchID));
+  c.oh = static_cast<std::uint32_t>(o.get(Field::OutputBlock_OH));
+  c.ow = static_cast<std::uint32_t>(o.get(Field::OutputBlock_OW));
+  c.flat = o.get(Field::OutputBlock_FlatController) != 0;
+  c.op_width = static_cast<int>(o.get(Field::OutputBlock_OpWidth));
+  return c;
+}
+
+std::uint64_t dispatch_size(const isa::SaArch& arch, const OutputConfig& out) {
+  if (out.flat) return out.image_dim_output;
+  return std::uint64_t{out.image_dim_output} * out.kernel_itr *
+         static_cast<std::uint64_t>(arch.n_sa) * static_cast<std::uint64_t>(out.op_width);
+}
+
+static void check_op_width(const LayerContext& ctx, const OutputConfig& out) {
+  if (out.op_width != 1 && out.op_width != 4)
+    ctx.fail_field(Field::OutputBlock_OpWidth,
+                   "output width {} bytes is not supported (1 for int8, 4 for int32)",
+                   out.op_width);
+}
+
+std::uint64_t write_activation_output(LayerContext& ctx, const ActivationLayout& layout,
+                                      std::span<const std::int32_t> planar) {
+  const OutputConfig out = OutputConfig::from(ctx.require_output());
+  check_op_width(ctx, out);
+  if (out.flat)
+    ctx.fail_field(Field::OutputBlock_FlatController,
+                   "this megablock writes the activation layout; FlatController must be 0");
+  if (out.image_dim_output != layout.padded_pixels())
+    ctx.fail_field(Field::OutputBlock_ImageDimOutput,
+                   "is {} but the output has {} pixels, which the layout pads to {} "
+                   "(ceil_mod(P, {}))",
+                   out.image_dim_output, layout.pixels, layout.padded_pixels(),
+                   layout.pixels_per_word);
+  if (std::uint64_t{out.kernel_itr} * static_cast<std::uint64_t>(ctx.arch.n_sa) !=
+      layout.padded_channels())
+    ctx.fail_field(Field::OutputBlock_KernelItr,
+                   "is {} but {} output channels need ceil({}/{}) = {} groups of N_SA",
+                   out.kernel_itr, layout.channels, layout.channels, ctx.arch.n_sa,
+                   layout.padded_channels() / static_cast<std::uint64_t>(ctx.arch.n_sa));
+  const std::uint64_t width = static_cast<std::uint64_t>(out.op_width);
+  const std::uint64_t total = layout.bytes() * width;
+  ctx.check_dram_range(Field::OutputBlock_OutputAddr, out.output_addr, total);
+  Bytes bytes(total, 0);
+  const std::uint64_t cd = layout.channel_group, dk = layout.pixels_per_word;
+  const std::uint64_t pp = layout.padded_pixels();
+  for (std::uint64_t c = 0; c < layout.channels; ++c) {
+    const std::uint64_t base = (c / cd) * (cd * pp) + (c % cd) * dk;
+    const std::int32_t* src = planar.data() + c * layout.pixels;
+    for (std::uint64_t p = 0; p < layout.pixels; ++p) {
+      const std::uint64_t off = base + (p / dk) * 32 + (p % dk);
+      if (width == 1)
+        bytes[off] = static_cast<std::uint8_t>(src[p]);
+      else
+        store_be32(&bytes[off * 4], static_cast<std::uint32_t>(src[p]));
+    }
+  }
+  ctx.dram.write(out.output_addr, bytes, ctx.field_name(Field::OutputBlock_OutputAddr));
+  return total;
+}
+
+std::uint64_t write_flat_output(LayerContext& ctx, ByteSpan data) {
+  const OutputConfig out = OutputConfig::from(ctx.require_output());
+  const std::uint64_t total = ceil_mod(data.size(), 32);
+  if (out.image_dim_output != total)
+    ctx.fail_field(Field::OutputBlock_ImageDimOutput,
+                   "is {} but the flat output is {} bytes, padded to {}", out.image_dim_output,
+                   data.size(), total);
+  ctx.check_dram_range(Field::OutputBlock_OutputAddr, out.output_addr, total);
+  Bytes bytes(data.begin(), data.end());
+  bytes.resize(total, 0);
+  ctx.dram.write(out.output_addr, bytes, ctx.field_name(Field::OutputBlock_OutputAddr));
+  return total;
+}
+
+}  // namespace npukit::device

@@ -1,0 +1,267 @@
+// How a megablock runs inside the device model, and the pieces every block shares:
+//   * LayerContext: what the sequencer hands a megablock for one layer (its instruction, the
+//     OutputBlock and TailBlock of the same group, DRAM, the array, diagnostics);
+//   * BlockTiming: the one timing interface every block reports through (81 MHz, 32 B/beat);
+//   * ActivationLayout: the activation addressing of gati.md 6.1 (one source of truth);
+//   * TailPipeline: accumulant add -> bias -> quantizer (+EltWise fp_cast) -> activation ->
+//     global average pool (gati.md 7.2, DECISIONS.md 4);
+//   * write_activation_output / write_flat_output: the OutputBlock write-back (zeros in every
+//     padding byte, OpWidth 1 or 4, FlatController);
+//   * Diagnostics: warnings for the v1.0.0 errata (gati.md 14.6, DECISIONS.md 18).
+//
+// A megablock is a function `BlockTiming run_xxx(LayerContext&)`. It reads its inputs from DRAM,
+// computes bit-exactly, writes its output region through the helpers below and returns its
+// timing. Malformed fields throw npukit::Error through ctx.fail_field(), which names the layer,
+// the instruction index and the field. Blocks never print; warnings go to ctx.diag.
+//
+// Registry: find_block(opcode) returns the run function. The blocks owned by device-blocks are
+// picked up when their header exists (device/eltwise.h, pool.h, reshape_transpose.h, concat.h,
+// resize.h, nms.h) and defines the marker macro NPUKIT_DEVICE_RUN_<NAME> (ELTWISE, POOL,
+// RESHAPE_TRANSPOSE for both run_reshape and run_transpose, CONCAT, RESIZE, NMS), which says that
+// its .cpp defines the run_xxx function declared here. Without the marker the opcode is reported
+// as "not built into this device model".
+#pragma once
+
+#include "common/bytes.h"
+#include "common/error.h"
+#include "device/dram.h"
+#include "isa/arch.h"
+#include "isa/isa.h"
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace npukit::device {
+
+// ---------------------------------------------------------------------------------------------
+// Diagnostics (DECISIONS.md 18): the model computes the intended result and says which erratum
+// the real v1.0.0 board would hit.
+
+enum class Erratum {
+  kTallImageHang,       // regular 3x3 stride-1 conv with IH >= 1.5 * IW never finishes
+  kHang48x40,           // 48-high by 40-wide input hangs
+  kPoolFirstNeedsTail,  // POOL as the first layer hangs without a TailBlock
+  kConvPoolPool,        // conv -> pool -> pool: hangs on 9,4,4, corrupts bytes on 9,8,8
+  kOddKernelItr9x4x4,   // 9,4,4: a conv after a conv with odd KernelItr gives wrong output
+  kIncomplete16x1x16,   // 16,1,16: some chained and depthwise programs mismatch
+};
+
+// "E1 tall-image conv hang" etc.: a stable id plus a short name, used in every warning.
+std::string_view erratum_name(Erratum e);
+
+struct Warning {
+  int layer = 0;        // 1-based layer number, 0 = not inside a layer
+  std::string erratum;  // erratum_name(), or empty for a plain warning
+  std::string message;
+  std::string text() const;  // "layer 3: v1.0.0 erratum E1 (...): message"
+};
+
+class Diagnostics {
+ public:
+  void erratum(int layer, Erratum e, std::string message);
+  void warn(int layer, std::string message);
+  const std::vector<Warning>& warnings() const { return warnings_; }
+  bool has_erratum(Erratum e) const;
+  void clear() { warnings_.clear(); }
+
+ private:
+  std::vector<Warning> warnings_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Timing. One cycle = one 81 MHz core clock; DRAM moves 32 bytes per beat.
+
+inline constexpr std::uint64_t kDramBeatBytes = 32;
+// Fixed costs of a first, honest model (see docs/device.md, "Timing"):
+inline constexpr std::uint64_t kDramReadLatencyCycles = 12;  // the 14.12 measurement setup
+inline constexpr std::uint64_t kLayerStartCycles = 64;       // START broadcast, config, acks
+inline constexpr std::uint64_t kInstructionCycles = 32;      // bus master: 32 x 8-bit transfers
+
+inline std::uint64_t dram_beats(std::uint64_t bytes) { return ceil_div(bytes, kDramBeatBytes); }
+
+struct BlockTiming {
+  std::uint64_t cycles = 0;          // the layer's total, from START to its last write
+  std::uint64_t compute_cycles = 0;  // datapath busy (array fill/drain, folds, pipelines)
+  std::uint64_t dram_cycles = 0;     // beats on the DRAM port (reads + writes) + latencies
+  std::uint64_t dram_read_bytes = 0;
+  std::uint64_t dram_write_bytes = 0;
+  std::uint64_t macs = 0;  // useful multiply-accumulates (0 for non-MAC blocks)
+};
+
+// The common composition: the datapath and the DRAM port overlap (streaming blocks), plus one
+// read latency and the fixed layer start cost. Blocks with a serial phase add it to compute.
+BlockTiming streaming_timing(std::uint64_t compute_cycles, std::uint64_t read_bytes,
+                             std::uint64_t write_bytes, std::uint64_t macs = 0);
+
+// ---------------------------------------------------------------------------------------------
+// Layer context.
+
+struct LayerContext {
+  const isa::SaArch& arch;
+  Dram& dram;
+  const isa::Instruction& mega;    // the megablock instruction
+  const isa::Instruction* output;  // the OutputBlock of the group (nullptr if none)
+  const isa::Instruction* tail;    // the TailBlock of the group (nullptr if none)
+  int layer_number;                // 1-based, as in START.LayerNumber
+  Diagnostics& diag;
+  int mega_index = -1;  // instruction indices in the instruction region
+  int output_index = -1;
+  int tail_index = -1;
+  std::uint32_t accbuf_depth = 1024;  // on-chip accumulator depth in pixels (accbuf 4096 B)
+
+  // "layer 3 (instruction 7 CONV)"
+  std::string where() const;
+  // "layer 3, instruction 7 CONV.IW": the instruction holding `field` in this group.
+  std::string field_name(isa::Field field) const;
+  // Throws npukit::Error "<field_name>: <message>".
+  template <typename... Args>
+  [[noreturn]] void fail_field(isa::Field field, fmt::format_string<Args...> format,
+                               Args&&... args) const {
+    fail("{}: {}", field_name(field), fmt::format(format, std::forward<Args>(args)...));
+  }
+  // The OutputBlock; throws (naming the layer) when the group has none.
+  const isa::Instruction& require_output() const;
+  // Throws naming `field` when [addr, addr + bytes) is outside DRAM.
+  void check_dram_range(isa::Field field, std::uint64_t addr, std::uint64_t bytes) const;
+};
+
+using BlockFn = BlockTiming (*)(LayerContext&);
+
+// nullptr for opcodes that are not megablocks, or whose block is not built into this binary.
+BlockFn find_block(isa::Opcode op);
+
+// Megablocks. device-core: conv.cpp, fc.cpp. device-blocks: the others.
+BlockTiming run_conv(LayerContext& ctx);
+BlockTiming run_fc(LayerContext& ctx);
+BlockTiming run_eltwise(LayerContext& ctx);
+BlockTiming run_pool(LayerContext& ctx);
+BlockTiming run_reshape(LayerContext& ctx);
+BlockTiming run_transpose(LayerContext& ctx);
+BlockTiming run_concat(LayerContext& ctx);
+BlockTiming run_resize(LayerContext& ctx);
+BlockTiming run_nms(LayerContext& ctx);
+
+// ---------------------------------------------------------------------------------------------
+// Activation layout (gati.md 6.1): element (c, p = h*W + w) at
+//   (c / cd) * (cd * P') + (p / dk) * 32 + (c % cd) * dk + (p % dk)
+// with cd = N_SA, dk = 32 / cd, P' = ceil_mod(P, dk), C' = ceil_mod(C, cd); padding is 0.
+// With OpWidth 4 every element is a big-endian int32 at 4 * offset (our decision, docs/device.md).
+
+struct ActivationLayout {
+  std::uint64_t channels = 0;         // C (real)
+  std::uint64_t pixels = 0;           // P = H * W
+  std::uint64_t channel_group = 8;    // cd
+  std::uint64_t pixels_per_word = 4;  // dk
+
+  static ActivationLayout for_arch(const isa::SaArch& arch, std::uint64_t channels,
+                                   std::uint64_t pixels);
+  std::uint64_t padded_channels() const { return ceil_mod(channels, channel_group); }
+  std::uint64_t padded_pixels() const { return ceil_mod(pixels, pixels_per_word); }
+  std::uint64_t bytes() const { return padded_channels() * padded_pixels(); }  // C'·P'
+  std::uint64_t offset(std::uint64_t c, std::uint64_t p) const {
+    const std::uint64_t pp = padded_pixels();
+    return (c / channel_group) * (channel_group * pp) + (p / pixels_per_word) * 32 +
+           (c % channel_group) * pixels_per_word + (p % pixels_per_word);
+  }
+};
+
+// Reads an int8 activation tensor (layout.bytes() bytes at addr) into planar [C][P] values.
+std::vector<std::int8_t> read_activation(const LayerContext& ctx, isa::Field addr_field,
+                                         std::uint64_t addr, const ActivationLayout& layout);
+
+// ---------------------------------------------------------------------------------------------
+// Tail pipeline (TailBlock), per output value of channel k:
+//   acc (int32, accumulants already added by the megablock, wrapping 32-bit adds)
+//   -> + bias[k] (BiasEn; BiasWidth 32: big-endian int32, 8: int8; 32-bit wrapping add)
+//   -> quantizer (QuantEn): p = acc * (int16)QuantScale (64-bit), rounding shift QuantShift,
+//      then for EltWise the fp_cast rounding shift (10 add/sub/mult, 16 sig/tanh),
+//      clamp [-128, 127]; QuantEn = 0 passes the int32 through
+//   -> activation (ActEn): ReLU, Clip (0..ActParam), LeakyReLU ((alpha * x) >> 8)
+//   -> global average pool (GblPoolEn): (sum * GblPoolScale + 2^(shift-1)) >> shift over all P.
+
+struct TailConfig {
+  bool bias_en = false;
+  int bias_width = 32;
+  std::uint32_t bias_start = 0, bias_end = 0;
+  bool quant_en = false;
+  std::int32_t quant_scale = 0;  // sign-extended 16-bit
+  int quant_shift = 0;
+  bool act_en = false;
+  int act_type = 0;
+  std::int32_t act_param = 0;  // unsigned 8-bit
+  std::int32_t neg_alpha = 0, pos_alpha = 0;
+  bool gbl_pool_en = false;
+  std::int64_t gbl_pool_scale = 0;
+  int gbl_pool_shift = 0;
+
+  static TailConfig from(const isa::Instruction* tail);  // nullptr: everything disabled
+};
+
+class TailPipeline {
+ public:
+  // channels = real output channel count (bias entries read). fp_cast_shift: 0 for CONV/FC/...,
+  // 10 for EltWise add/sub/mult, 16 for sigmoid/tanh. Validates the TailBlock fields (bias range
+  // and size, ActType, QuantShift) and reads the bias, naming fields on error.
+  // bias_layout kFc reads the FC bias order of gati.md 6.2 (int32 only).
+  enum class BiasLayout { kConv, kFc };
+  TailPipeline(const LayerContext& ctx, std::uint64_t channels, int fp_cast_shift = 0,
+               BiasLayout bias_layout = BiasLayout::kConv);
+
+  const TailConfig& config() const { return cfg_; }
+  bool global_pool() const { return cfg_.gbl_pool_en; }
+  // P values in, P values out (or 1 with global pool).
+  std::uint64_t output_pixels(std::uint64_t pixels) const { return cfg_.gbl_pool_en ? 1 : pixels; }
+
+  // Bias, quantizer and activation for one value of channel k.
+  std::int32_t apply(std::int32_t acc, std::uint64_t channel) const;
+  // A whole channel: acc has P values; out gets output_pixels(P) values.
+  void run_channel(std::uint64_t channel, std::span<const std::int32_t> acc,
+                   std::span<std::int32_t> out) const;
+
+ private:
+  TailConfig cfg_;
+  int fp_cast_shift_;
+  std::vector<std::int32_t> bias_;
+};
+
+// The quantizer alone (DECISIONS.md 4), exposed for blocks and tests.
+std::int32_t quantize(std::int32_t acc, std::int32_t scale, int shift, int fp_cast_shift);
+// Rounding arithmetic right shift: shift ? (v + 2^(shift-1)) >> shift : v.
+std::int64_t round_shift(std::int64_t v, int shift);
+
+// ---------------------------------------------------------------------------------------------
+// OutputBlock write-back.
+
+struct OutputConfig {
+  std::uint32_t output_addr = 0;
+  std::uint32_t accumulant_addr = 0;
+  bool accumulant_read_first = false;
+  std::uint32_t channel_itr = 0, kernel_itr = 0;
+  std::uint32_t image_dim_output = 0, image_dim_acc = 0;
+  bool acc_en = false, on_chip_acc = false;
+  bool dispatch_en = false;
+  std::uint32_t dispatch_id = 0;
+  std::uint32_t oh = 0, ow = 0;
+  bool flat = false;
+  int op_width = 1;
+
+  static OutputConfig from(const isa::Instruction& output_block);
+};
+
+// Writes planar [C][P] values into the 6.1 layout at OutputAddr: OpWidth 1 writes the low byte
+// (the quantizer has already clamped), OpWidth 4 a big-endian int32; every padding byte is 0.
+// Checks that ImageDimOutput == P' and KernelItr * N_SA covers C' (naming the field).
+// Returns the bytes written.
+std::uint64_t write_activation_output(LayerContext& ctx, const ActivationLayout& layout,
+                                      std::span<const std::int32_t> planar);
+// FlatController = 1: writes `bytes` at OutputAddr, zero-padded to a multiple of 32; checks
+// ImageDimOutput == that size. Returns the bytes written.
+std::uint64_t write_flat_output(LayerContext& ctx, ByteSpan bytes);
+// The dispatcher's payload size for this OutputBlock (gati.md 3.2): FlatController ?
+// ImageDimOutput : ImageDimOutput * KernelItr * N_SA * OpWidth.
+std::uint64_t dispatch_size(const isa::SaArch& arch, const OutputConfig& out);
+
+}  // namespace npukit::device

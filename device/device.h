@@ -1,0 +1,116 @@
+// The Gati v1.0.0 device model: a board in software. Its only input is what a board receives
+// (DWP bytes on Rah app 1, META bytes on app 2) and its only output is what a board sends back
+// (dispatch frames). Everything in between (DRAM, the configuration block, START sequencing, the
+// megablocks, the tail pipeline, the dispatcher) is modelled bit-exactly (gati.md 4, 5, 6, 7, 14;
+// DECISIONS.md). See docs/device.md.
+//
+// Execution is synchronous: the start command (a DWP packet with DS = 0, honoured only right after
+// a data packet, gati.md 14.4) runs the whole program inside the receive_dwp() call that delivers
+// it, then decoding resumes with the bytes after it. Bytes may arrive in any chunking; the DWP
+// decoder is an incremental state machine like the RTL's.
+//
+// A malformed program throws npukit::Error from receive_dwp() naming the instruction and field
+// (or the stream offset for framing errors). The run is abandoned, DRAM keeps what was written so
+// far, dispatch frames already emitted stay available, and the decoder is ready for the next
+// packet. Every loop is bounded by sizes that were checked first, so a bad program never hangs.
+#pragma once
+
+#include "common/bytes.h"
+#include "device/block.h"
+#include "device/dram.h"
+#include "isa/arch.h"
+#include "isa/isa.h"
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace npukit::device {
+
+struct DeviceConfig {
+  isa::SaArch arch = isa::SaArch::default_arch();
+  std::uint64_t dram_bytes = kDefaultDramBytes;
+  std::uint32_t accbuf_depth = 1024;  // on-chip accumulator pixels (gaticc accbuf_size 4096)
+  std::uint32_t max_instructions = 1u << 20;  // instruction region bound (32 MiB of instructions)
+  // Warnings (errata, questionable programs) are also printed here as they happen if non-null.
+  std::ostream* warnings = nullptr;
+};
+
+// What happened in one layer (one START group).
+struct LayerStats {
+  int layer_number = 0;  // START.LayerNumber
+  isa::Opcode opcode = isa::Opcode::CONV;
+  int instruction_index = 0;  // index of the megablock in the instruction region
+  BlockTiming timing;
+  // The blocks that received an instruction in this group, in the order their acknowledgements
+  // reach the configuration block (the megablock first, the OutputBlock last: it acks after the
+  // last write).
+  std::vector<std::string> ack_order;
+  bool dispatched = false;
+  std::uint64_t dispatch_bytes = 0;  // payload bytes of the frame, if dispatched
+  std::uint64_t start_cycle = 0;     // cycle the layer's START fired, from the soft start
+};
+
+struct RunStats {
+  std::vector<LayerStats> layers;    // of the last run
+  std::uint64_t total_cycles = 0;    // of the last run: soft start to last layer done
+  std::uint64_t runs = 0;            // completed runs since construction or reset
+  std::uint64_t dwp_bytes = 0;       // DWP bytes received
+  std::uint64_t dwp_packets = 0;     // complete DWP packets (start commands included)
+  std::uint64_t ignored_starts = 0;  // start packets not right after a data packet (14.4)
+};
+
+enum class DispatchChannel : std::uint8_t { kRah = 0, kUart = 1, kSpi = 2 };
+
+class Device {
+ public:
+  explicit Device(DeviceConfig config = {});
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  // Rah app 1: DWP bytes, any chunking. Runs the program when a valid start command arrives.
+  void receive_dwp(ByteSpan bytes);
+  // Rah app 2: META bytes, any chunking (RESET, DISPATCH channel, PAYLOAD_SIZE, INST_ORIGIN).
+  void receive_meta(ByteSpan bytes);
+
+  // Dispatch frames produced since the last call, concatenated (gati.md 5.5, 14.7):
+  // FFFFFFFF | size | DispatchID | payload | FFFFFFFF 00000000 00000000.
+  Bytes take_dispatch_output();
+
+  const RunStats& stats() const { return stats_; }
+  const Diagnostics& diagnostics() const { return diag_; }
+  const DeviceConfig& config() const { return config_; }
+  DispatchChannel dispatch_channel() const { return dispatch_channel_; }
+  Dram& dram() { return dram_; }
+  const Dram& dram() const { return dram_; }
+
+  // True when the DWP decoder is between packets (no partial packet pending).
+  bool dwp_idle() const;
+  // The META RESET pulse: decoder states, pending dispatch output, stats and warnings are
+  // cleared; DRAM keeps its contents (the reset does not touch the board's DDR).
+  void reset();
+
+ private:
+  struct DwpDecoder;
+  struct MetaDecoder;
+  void run_program();
+  void note_written(std::uint64_t addr, std::uint64_t bytes);
+  bool was_written(std::uint64_t addr, std::uint64_t bytes) const;
+
+  DeviceConfig config_;
+  Dram dram_;
+  Diagnostics diag_;
+  RunStats stats_;
+  Bytes dispatch_out_;
+  DispatchChannel dispatch_channel_ = DispatchChannel::kRah;
+  std::unique_ptr<DwpDecoder> dwp_;
+  std::unique_ptr<MetaDecoder> meta_;
+  // Byte ranges [begin, end) written by DWP, merged and sorted: the configuration block refuses
+  // an instruction region the host never wrote.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> written_;
+};
+
+}  // namespace npukit::device

@@ -1,0 +1,105 @@
+#include "device/dram.h"
+
+#include "common/error.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace npukit::device {
+
+Dram::Dram(std::uint64_t size_bytes) : size_(size_bytes) {
+  if (size_bytes == 0 || size_bytes > (1ull << 32))
+    fail("DRAM size {} bytes is not supported: use 1 byte to 4 GiB (addresses are 32-bit)",
+         size_bytes);
+  pages_.resize(ceil_div(size_bytes, kPageBytes));
+}
+
+void Dram::check_range(std::uint64_t addr, std::uint64_t bytes, std::string_view who) const {
+  if (addr > size_ || bytes > size_ - addr)
+    fail("{}: DRAM range [0x{:x}, 0x{:x}) is outside the {} bytes (0x{:x}) of DRAM", who, addr,
+         addr + bytes, size_, size_);
+}
+
+std::uint8_t* Dram::page_for_write(std::uint64_t page) {
+  auto& p = pages_[page];
+  if (!p) {
+    p = std::make_unique<std::uint8_t[]>(kPageBytes);  // value-initialised: zeros
+  }
+  return p.get();
+}
+
+void Dram::read(std::uint64_t addr, std::span<std::uint8_t> out, std::string_view who) const {
+  check_range(addr, out.size(), who);
+  std::uint64_t done = 0;
+  while (done < out.size()) {
+    const std::uint64_t a = addr + done;
+    const std::uint64_t page = a / kPageBytes, in_page = a % kPageBytes;
+    const std::uint64_t n = std::min<std::uint64_t>(kPageBytes - in_page, out.size() - done);
+    if (pages_[page])
+      std::memcpy(out.data() + done, pages_[page].get() + in_page, n);
+    else
+      std::memset(out.data() + done, 0, n);
+    done += n;
+  }
+}
+
+Bytes Dram::read(std::uint64_t addr, std::uint64_t bytes, std::string_view who) const {
+  check_range(addr, bytes, who);
+  Bytes out(bytes);
+  read(addr, out, who);
+  return out;
+}
+
+void Dram::write(std::uint64_t addr, ByteSpan data, std::string_view who) {
+  check_range(addr, data.size(), who);
+  std::uint64_t done = 0;
+  while (done < data.size()) {
+    const std::uint64_t a = addr + done;
+    const std::uint64_t page = a / kPageBytes, in_page = a % kPageBytes;
+    const std::uint64_t n = std::min<std::uint64_t>(kPageBytes - in_page, data.size() - done);
+    std::memcpy(page_for_write(page) + in_page, data.data() + done, n);
+    done += n;
+  }
+}
+
+void Dram::fill(std::uint64_t addr, std::uint64_t bytes, std::uint8_t value, std::string_view who) {
+  check_range(addr, bytes, who);
+  std::uint64_t done = 0;
+  while (done < bytes) {
+    const std::uint64_t a = addr + done;
+    const std::uint64_t page = a / kPageBytes, in_page = a % kPageBytes;
+    const std::uint64_t n = std::min<std::uint64_t>(kPageBytes - in_page, bytes - done);
+    if (value != 0 || pages_[page]) std::memset(page_for_write(page) + in_page, value, n);
+    done += n;
+  }
+}
+
+std::uint8_t Dram::read_u8(std::uint64_t addr, std::string_view who) const {
+  check_range(addr, 1, who);
+  const auto& p = pages_[addr / kPageBytes];
+  return p ? p[addr % kPageBytes] : 0;
+}
+
+std::uint32_t Dram::read_be32(std::uint64_t addr, std::string_view who) const {
+  std::uint8_t b[4];
+  read(addr, b, who);
+  return load_be32(b);
+}
+
+void Dram::write_be32(std::uint64_t addr, std::uint32_t value, std::string_view who) {
+  std::uint8_t b[4];
+  store_be32(b, value);
+  write(addr, b, who);
+}
+
+std::uint64_t Dram::allocated_bytes() const {
+  std::uint64_t n = 0;
+  for (const auto& p : pages_) n += p ? kPageBytes : 0;
+  return n;
+}
+
+void Dram::clear() {
+  for (auto& p : pages_) p.reset();
+}
+
+}  // namespace npukit::device
