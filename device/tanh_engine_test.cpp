@@ -81,12 +81,12 @@ TEST(TanhEngine, IsOddMonotoneAndCloseToTanh) {
 }
 
 TEST(SigmoidEngine, IsHalfOfOnePlusTanhOfHalf) {
-  EXPECT_EQ(sigmoid_q16(0), 32767);         // (0 + 65535) >> 1
-  EXPECT_EQ(sigmoid_q16(4000), 33767);      // tanh(2000) = 1999
-  EXPECT_EQ(sigmoid_q16(-4000), 31768);     // tanh(-2000) = -1999: 63536 >> 1
-  EXPECT_EQ(sigmoid_q16(-1), 32767);        // -1 >>> 1 = -1, tanh(-1) = 0
-  EXPECT_EQ(sigmoid_q16(1 << 30), 65476);   // (65417 + 65535) >> 1
-  EXPECT_EQ(sigmoid_q16(-(1 << 30)), 59);   // (-65417 + 65535) >> 1
+  EXPECT_EQ(sigmoid_q16(0), 32767);        // (0 + 65535) >> 1
+  EXPECT_EQ(sigmoid_q16(4000), 33767);     // tanh(2000) = 1999
+  EXPECT_EQ(sigmoid_q16(-4000), 31768);    // tanh(-2000) = -1999: 63536 >> 1
+  EXPECT_EQ(sigmoid_q16(-1), 32767);       // -1 >>> 1 = -1, tanh(-1) = 0
+  EXPECT_EQ(sigmoid_q16(1 << 30), 65476);  // (65417 + 65535) >> 1
+  EXPECT_EQ(sigmoid_q16(-(1 << 30)), 59);  // (-65417 + 65535) >> 1
   for (std::int32_t x = -600000; x <= 600000; x += 101) {
     ASSERT_EQ(sigmoid_q16(x), (tanh_q16(x >> 1) + 65535) >> 1) << x;
   }

@@ -1,0 +1,185 @@
+#include "device/eltwise.h"
+
+#include "common/error.h"
+#include "device/tanh_engine.h"
+
+namespace npukit::device {
+
+using isa::EltType;
+using isa::Field;
+
+std::int32_t eltwise_scale_from_field(std::uint64_t field) {
+  const std::uint32_t low18 = static_cast<std::uint32_t>(field) & 0x3FFFFu;
+  // Sign-extend bit 17.
+  return static_cast<std::int32_t>(low18 ^ 0x20000u) - 0x20000;
+}
+
+EltwiseLaneParams eltwise_lane_params(const isa::Instruction& inst, std::string_view where) {
+  const std::uint64_t type = inst.get(Field::EltWise_EltType);
+  if (type > static_cast<std::uint64_t>(EltType::kTanh)) {
+    fail("{}: EltWise.EltType = {} is not an operation (0 add, 1 sub, 2 mult, 3 sigmoid, 4 tanh)",
+         where, type);
+  }
+  EltwiseLaneParams p;
+  p.type = static_cast<EltType>(type);
+  p.a_scale = eltwise_scale_from_field(inst.get(Field::EltWise_AScale));
+  p.b_scale = eltwise_scale_from_field(inst.get(Field::EltWise_BScale));
+  p.a_zero = static_cast<std::int8_t>(inst.get(Field::EltWise_AZeroPoint));
+  p.b_zero = static_cast<std::int8_t>(inst.get(Field::EltWise_BZeroPoint));
+  return p;
+}
+
+int eltwise_fp_cast_shift(EltType type) {
+  return type == EltType::kSigmoid || type == EltType::kTanh ? 16 : 10;
+}
+
+std::int32_t eltwise_lane(const EltwiseLaneParams& p, std::int8_t a, std::int8_t b) {
+  // |operand| <= 255 and |scale| < 2^17, so L and R fit in 26 bits; 64-bit covers L * R.
+  const std::int64_t left = std::int64_t{a - p.a_zero} * p.a_scale;
+  const std::int64_t right = std::int64_t{b - p.b_zero} * p.b_scale;
+  std::int64_t result = 0;
+  switch (p.type) {
+    case EltType::kAdd:
+      result = left + right;
+      break;
+    case EltType::kSub:
+      result = left - right;
+      break;
+    case EltType::kMult:
+      result = (left * right + (std::int64_t{1} << 9)) >> 10;
+      break;
+    case EltType::kSigmoid:
+      result = sigmoid_q16(static_cast<std::int32_t>(left));
+      break;
+    case EltType::kTanh:
+      result = tanh_q16(static_cast<std::int32_t>(left));
+      break;
+  }
+  // The lane's output bus is 32 bits wide: keep the low 32 bits (two's complement).
+  return static_cast<std::int32_t>(static_cast<std::uint32_t>(static_cast<std::uint64_t>(result)));
+}
+
+bool eltwise_zero_point_wraps(std::int8_t x, std::int32_t zero) {
+  const int d = x - zero;
+  return d < -128 || d > 127;
+}
+
+}  // namespace npukit::device
+
+// ---------------------------------------------------------------------------------------------
+// Shared field checks
+
+namespace npukit::device {
+
+std::uint64_t require_nonzero(const LayerContext& ctx, isa::Field field, std::string_view what) {
+  const std::uint64_t v = ctx.mega.get(field);
+  if (v == 0) ctx.fail_field(field, "is 0, but {} must be at least 1", what);
+  return v;
+}
+
+std::uint64_t check_input_start(const LayerContext& ctx, isa::Field start, std::uint64_t bytes) {
+  const std::uint64_t addr = ctx.mega.get(start);
+  if (addr % kDramBeatBytes != 0)
+    ctx.fail_field(start, "address 0x{:x} is not 32-byte aligned (DRAM is read in 32-byte words)",
+                   addr);
+  ctx.check_dram_range(start, addr, bytes);
+  return addr;
+}
+
+std::uint64_t check_input_region(const LayerContext& ctx, isa::Field start, isa::Field end,
+                                 std::uint64_t bytes) {
+  const std::uint64_t addr = check_input_start(ctx, start, bytes);
+  const std::uint64_t stop = ctx.mega.get(end);
+  if (stop != addr + bytes)
+    ctx.fail_field(end,
+                   "is 0x{:x} but the tensor at 0x{:x} is {} bytes, so the (exclusive) end "
+                   "address must be 0x{:x}",
+                   stop, addr, bytes, addr + bytes);
+  return addr;
+}
+
+void check_output_dims(const LayerContext& ctx, std::uint64_t oh, std::uint64_t ow) {
+  const isa::Instruction& out = ctx.require_output();
+  const std::uint64_t got_h = out.get(Field::OutputBlock_OH);
+  const std::uint64_t got_w = out.get(Field::OutputBlock_OW);
+  if (got_h != 0 && got_h != oh)
+    ctx.fail_field(Field::OutputBlock_OH, "is {} but the {} output is {} high", got_h,
+                   isa::name(ctx.mega.opcode()), oh);
+  if (got_w != 0 && got_w != ow)
+    ctx.fail_field(Field::OutputBlock_OW, "is {} but the {} output is {} wide", got_w,
+                   isa::name(ctx.mega.opcode()), ow);
+}
+
+void require_int8_output(const LayerContext& ctx) {
+  const std::uint64_t width = ctx.require_output().get(Field::OutputBlock_OpWidth);
+  if (width != 1)
+    ctx.fail_field(Field::OutputBlock_OpWidth, "is {} but {} writes int8 values: OpWidth must be 1",
+                   width, isa::name(ctx.mega.opcode()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The megablock
+
+BlockTiming run_eltwise(LayerContext& ctx) {
+  const std::uint64_t type = ctx.mega.get(Field::EltWise_EltType);
+  if (type > static_cast<std::uint64_t>(EltType::kTanh))
+    ctx.fail_field(Field::EltWise_EltType,
+                   "{} is not an operation (0 add, 1 sub, 2 mult, 3 sigmoid, 4 tanh)", type);
+  const EltwiseLaneParams lane = eltwise_lane_params(ctx.mega, ctx.where());
+  const std::uint64_t iw = require_nonzero(ctx, Field::EltWise_IW, "the image width");
+  const std::uint64_t ih = require_nonzero(ctx, Field::EltWise_IH, "the image height");
+  const std::uint64_t ic = require_nonzero(ctx, Field::EltWise_IC, "the channel count");
+  const bool unary = lane.type == EltType::kSigmoid || lane.type == EltType::kTanh;
+
+  const ActivationLayout layout = ActivationLayout::for_arch(ctx.arch, ic, ih * iw);
+  const std::uint64_t left_addr =
+      check_input_region(ctx, Field::EltWise_LeftOperandStartAddress,
+                         Field::EltWise_LeftOperandEndAddress, layout.bytes());
+  const std::vector<std::int8_t> left =
+      read_activation(ctx, Field::EltWise_LeftOperandStartAddress, left_addr, layout);
+  // Sigmoid and tanh ignore the right operand; it is neither checked nor read.
+  std::vector<std::int8_t> right;
+  if (!unary) {
+    const std::uint64_t right_addr =
+        check_input_region(ctx, Field::EltWise_RightOperandStartAddress,
+                           Field::EltWise_RightOperandEndAddress, layout.bytes());
+    right = read_activation(ctx, Field::EltWise_RightOperandStartAddress, right_addr, layout);
+  }
+
+  const TailPipeline tail(ctx, ic, eltwise_fp_cast_shift(lane.type));
+  // With the tail's global average pool the OutputBlock sees a 1x1 image.
+  if (tail.global_pool())
+    check_output_dims(ctx, 1, 1);
+  else
+    check_output_dims(ctx, ih, iw);
+  const std::uint64_t pixels = layout.pixels;
+  const std::uint64_t out_pixels = tail.output_pixels(pixels);
+  std::vector<std::int32_t> lanes(pixels);
+  std::vector<std::int32_t> out(ic * out_pixels);
+  std::uint64_t wrapped = 0;
+  for (std::uint64_t c = 0; c < ic; ++c) {
+    for (std::uint64_t p = 0; p < pixels; ++p) {
+      const std::int8_t a = left[c * pixels + p];
+      const std::int8_t b = unary ? std::int8_t{0} : right[c * pixels + p];
+      wrapped += eltwise_zero_point_wraps(a, lane.a_zero) ||
+                 (!unary && eltwise_zero_point_wraps(b, lane.b_zero));
+      lanes[p] = eltwise_lane(lane, a, b);
+    }
+    tail.run_channel(c, lanes, std::span<std::int32_t>(out).subspan(c * out_pixels, out_pixels));
+  }
+  if (wrapped)
+    ctx.diag.warn(ctx.layer_number,
+                  fmt::format("{}: {} elements minus their zero point leave int8; the v1.0.0 RTL "
+                              "subtracts zero points in an 8-bit register and would wrap there, "
+                              "the model computes the exact difference",
+                              ctx.where(), wrapped));
+
+  const ActivationLayout out_layout = ActivationLayout::for_arch(ctx.arch, ic, out_pixels);
+  const std::uint64_t written = write_activation_output(ctx, out_layout, out);
+  const std::uint64_t n_sa = static_cast<std::uint64_t>(ctx.arch.n_sa);
+  const std::uint64_t compute =
+      layout.bytes() / n_sa + kEltwisePipelineCycles + (unary ? kTanhPipelineCycles : 0);
+  return streaming_timing(compute, layout.bytes() * (unary ? 1 : 2), written);
+}
+
+}  // namespace npukit::device

@@ -1,0 +1,69 @@
+// EltWise megablock (opcode 0x5; gati.md 3.2, 7.3, 7.4; DECISIONS.md 4, 6, 7): per-lane
+// add / sub / mult / sigmoid / tanh of two int8 activation tensors in the activation layout,
+// producing one 32-bit value per element that the tail quantizer turns back into int8 with an
+// extra fp_cast rounding shift.
+#pragma once
+
+#include "device/block.h"
+#include "isa/isa.h"
+
+#include <cstdint>
+#include <string_view>
+
+namespace npukit::device {
+
+// The arithmetic fields of one EltWise instruction, decoded and checked.
+struct EltwiseLaneParams {
+  isa::EltType type = isa::EltType::kAdd;
+  std::int32_t a_scale = 0;  // signed, low 18 bits of AScale (Q10; Q16 engine input for SIG/TANH)
+  std::int32_t b_scale = 0;
+  std::int32_t a_zero = 0;  // AZeroPoint read as int8
+  std::int32_t b_zero = 0;
+};
+
+// Reads EltType, AScale, BScale, AZeroPoint, BZeroPoint. Throws npukit::Error naming
+// "EltWise.EltType" for a type above 4 (`where` says which instruction, e.g. "layer 2").
+EltwiseLaneParams eltwise_lane_params(const isa::Instruction& inst, std::string_view where);
+
+// Scales are signed fixed point in the low 18 bits of the 32-bit field (DECISIONS.md 6).
+std::int32_t eltwise_scale_from_field(std::uint64_t field);
+
+// Rounding shift the tail quantizer applies after QuantScale/QuantShift for an EltWise result:
+// 10 for add/sub/mult (Q10 results), 16 for sigmoid/tanh (Q16 results). DECISIONS.md 4.
+int eltwise_fp_cast_shift(isa::EltType type);
+
+// One lane: L = (a - a_zero) * a_scale, R = (b - b_zero) * b_scale, then
+//   ADD  L + R,  SUB  L - R,  MULT (L * R + 2^9) >> 10,  SIG/TANH  engine(L) (b ignored),
+// truncated to the 32-bit output bus as the hardware does.
+std::int32_t eltwise_lane(const EltwiseLaneParams& p, std::int8_t a, std::int8_t b);
+
+// True when (x - zero) leaves int8: the v1.0.0 RTL subtracts the zero point in an 8-bit register
+// and would wrap there. We compute the intended value and warn (DECISIONS.md 18).
+bool eltwise_zero_point_wraps(std::int8_t x, std::int32_t zero);
+
+// Registers run_eltwise with the block registry (block.h).
+#define NPUKIT_DEVICE_RUN_ELTWISE 1
+
+// Lanes of the EltWise datapath: one element per lane per cycle, N_SA lanes (gati.md 7.3).
+// Pipeline depths (cycles from operand in to result out) of the first timing model.
+inline constexpr std::uint64_t kEltwisePipelineCycles = 6;
+inline constexpr std::uint64_t kTanhPipelineCycles = 12;
+
+// ---------------------------------------------------------------------------------------------
+// Field checks shared by the device-blocks megablocks (eltwise, pool, reshape/transpose, concat,
+// resize, nms). Each throws npukit::Error naming the layer, instruction and field.
+
+// `field` of the megablock must be non-zero (a zero-sized image or count).
+std::uint64_t require_nonzero(const LayerContext& ctx, isa::Field field, std::string_view what);
+// An input region [Start, End): Start 32-byte aligned, End == Start + bytes (exclusive end, the
+// convention of gati.md 14.9), inside DRAM. Returns Start.
+std::uint64_t check_input_region(const LayerContext& ctx, isa::Field start, isa::Field end,
+                                 std::uint64_t bytes);
+// An input region given only by its start address (RESHAPE, TRANSPOSE, CONCAT).
+std::uint64_t check_input_start(const LayerContext& ctx, isa::Field start, std::uint64_t bytes);
+// OutputBlock OH/OW, when non-zero, must equal the megablock's own output size.
+void check_output_dims(const LayerContext& ctx, std::uint64_t oh, std::uint64_t ow);
+// Blocks that move int8 bytes unchanged (pool, concat, resize) write OpWidth 1 only.
+void require_int8_output(const LayerContext& ctx);
+
+}  // namespace npukit::device

@@ -1,0 +1,335 @@
+// EltWise lanes against hand-worked values of gati.md 7.3 / DECISIONS.md 4 and 6.
+#include "device/eltwise.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+
+#include "common/error.h"
+#include "device/tanh_engine.h"
+
+namespace npukit::device {
+
+// ---------------------------------------------------------------------------------------------
+// Test support shared by the device-blocks tests (declared again at the top of each of them).
+// The layout is written here from the gati.md 6.1 formula, independently of block.h.
+
+namespace blocks_testing {
+
+std::size_t layout_offset(int n_sa, std::size_t pixels, std::size_t c, std::size_t p) {
+  const std::size_t dk = 32 / static_cast<std::size_t>(n_sa);
+  const std::size_t padded_p = (pixels + dk - 1) / dk * dk;
+  return (c / n_sa) * (n_sa * padded_p) + (p / dk) * 32 + (c % n_sa) * dk + (p % dk);
+}
+
+std::size_t layout_bytes(int n_sa, std::size_t channels, std::size_t pixels) {
+  const std::size_t dk = 32 / static_cast<std::size_t>(n_sa);
+  return (channels + n_sa - 1) / n_sa * n_sa * ((pixels + dk - 1) / dk * dk);
+}
+
+Bytes pack_activation(int n_sa, std::size_t channels, std::size_t pixels,
+                      const std::vector<std::int8_t>& planar) {
+  Bytes out(layout_bytes(n_sa, channels, pixels), 0);
+  for (std::size_t c = 0; c < channels; ++c)
+    for (std::size_t p = 0; p < pixels; ++p)
+      out[layout_offset(n_sa, pixels, c, p)] = static_cast<std::uint8_t>(planar[c * pixels + p]);
+  return out;
+}
+
+// Expected bytes of an output region: the values at their places, every other byte 0.
+Bytes expected_activation(int n_sa, std::size_t channels, std::size_t pixels,
+                          const std::vector<std::int8_t>& planar) {
+  return pack_activation(n_sa, channels, pixels, planar);
+}
+
+std::vector<std::int8_t> random_int8(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> d(-128, 127);
+  std::vector<std::int8_t> v(n);
+  for (auto& x : v) x = static_cast<std::int8_t>(d(rng));
+  return v;
+}
+
+isa::Instruction output_block(std::uint64_t out_addr, std::uint64_t kernel_itr,
+                              std::uint64_t image_dim_output, std::uint64_t oh, std::uint64_t ow) {
+  isa::Instruction o(isa::Opcode::OutputBlock);
+  o.set(isa::Field::OutputBlock_OutputAddr, out_addr)
+      .set(isa::Field::OutputBlock_ChannelItr, 1)
+      .set(isa::Field::OutputBlock_KernelItr, kernel_itr)
+      .set(isa::Field::OutputBlock_ImageDimOutput, image_dim_output)
+      .set(isa::Field::OutputBlock_ImageDimAcc, image_dim_output)
+      .set(isa::Field::OutputBlock_OH, oh)
+      .set(isa::Field::OutputBlock_OW, ow)
+      .set(isa::Field::OutputBlock_OpWidth, 1);
+  return o;
+}
+
+// Runs one megablock as the sequencer would, with a DRAM the test prepared.
+BlockTiming run_block(BlockFn fn, const isa::SaArch& arch, Dram& dram, Diagnostics& diag,
+                      const isa::Instruction& mega, const isa::Instruction* output,
+                      const isa::Instruction* tail) {
+  LayerContext ctx{arch, dram, mega, output, tail, 1, diag, 1, 2, 3};
+  return fn(ctx);
+}
+
+// The message of the npukit::Error `body` throws, or "" if it does not throw.
+std::string error_of(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace blocks_testing
+
+namespace {
+using namespace blocks_testing;
+
+using isa::EltType;
+using isa::Field;
+
+EltwiseLaneParams lane(EltType type, std::int32_t sa, std::int32_t sb, std::int32_t za = 0,
+                       std::int32_t zb = 0) {
+  return {type, sa, sb, za, zb};
+}
+
+TEST(EltwiseLane, AddSubInQ10) {
+  // 0.5 * 10 + 0.25 * (-8) = 3.0 -> 3072 in Q10.
+  EXPECT_EQ(eltwise_lane(lane(EltType::kAdd, 512, 256), 10, -8), 3072);
+  EXPECT_EQ(eltwise_lane(lane(EltType::kSub, 512, 256), 10, -8), 5120 + 2048);
+  // Zero points are subtracted first: (10 - 2) * 512 + (-8 - (-8)) * 256.
+  EXPECT_EQ(eltwise_lane(lane(EltType::kAdd, 512, 256, 2, -8), 10, -8), 4096);
+  // Extremes: (-128 - 127) * (-131072) + (127 - (-128)) * 131071.
+  EXPECT_EQ(eltwise_lane(lane(EltType::kAdd, -131072, 131071, 127, -128), -128, 127),
+            255 * 131072 + 255 * 131071);
+}
+
+TEST(EltwiseLane, MultRoundsQ20BackToQ10) {
+  // (3 * 1024) * (5 * 1024) = 15 * 2^20 -> 15 * 1024 exactly.
+  EXPECT_EQ(eltwise_lane(lane(EltType::kMult, 1024, 1024), 3, 5), 15360);
+  // L = 1 * 3 = 3, R = 1 * 171 = 171: 513 + 512 = 1025 >> 10 = 1 (half rounds up).
+  EXPECT_EQ(eltwise_lane(lane(EltType::kMult, 3, 171), 1, 1), 1);
+  EXPECT_EQ(eltwise_lane(lane(EltType::kMult, 1, 511), 1, 1), 0);  // 511 + 512 < 1024
+  EXPECT_EQ(eltwise_lane(lane(EltType::kMult, 1, 512), 1, 1), 1);
+  // Negative products round toward +inf at the half: (-512 + 512) >> 10 = 0; -513 -> -1.
+  EXPECT_EQ(eltwise_lane(lane(EltType::kMult, -1, 512), 1, 1), 0);
+  EXPECT_EQ(eltwise_lane(lane(EltType::kMult, -1, 513), 1, 1), -1);
+  // Large product keeps only the low 32 bits of the output bus:
+  // (255 * 131071)^2 >> 10 = 1091478650958 -> mod 2^32.
+  const std::int64_t l = 255ll * 131071;
+  const std::int64_t full = (l * l + 512) >> 10;
+  EXPECT_EQ(eltwise_lane(lane(EltType::kMult, 131071, 131071, -128, -128), 127, 127),
+            static_cast<std::int32_t>(static_cast<std::uint32_t>(full)));
+}
+
+TEST(EltwiseLane, SigmoidAndTanhUseOnlyTheLeftOperand) {
+  // AScale in Q16 engine units: x = 4 * 500 = 2000 -> tanh 1999 (hand-worked in the engine test).
+  EXPECT_EQ(eltwise_lane(lane(EltType::kTanh, 500, 99999), 4, 100), 1999);
+  EXPECT_EQ(eltwise_lane(lane(EltType::kTanh, 500, 0), -4, 0), -1999);
+  EXPECT_EQ(eltwise_lane(lane(EltType::kSigmoid, 1000, 7), 4, -3), 33767);
+  EXPECT_EQ(eltwise_lane(lane(EltType::kSigmoid, 1000, 7, 4), 4, -3), 32767);  // x = 0
+}
+
+TEST(EltwiseFields, ScalesAreSignedLow18Bits) {
+  EXPECT_EQ(eltwise_scale_from_field(1024), 1024);
+  EXPECT_EQ(eltwise_scale_from_field(0x3FFFF), -1);
+  EXPECT_EQ(eltwise_scale_from_field(0x20000), -131072);
+  EXPECT_EQ(eltwise_scale_from_field(0xFFFC0400), 1024);  // bits above 17 ignored
+  isa::Instruction inst(isa::Opcode::EltWise);
+  inst.set(Field::EltWise_EltType, 2)
+      .set(Field::EltWise_AScale, 0x3FC00)  // -1024
+      .set(Field::EltWise_BScale, 3)
+      .set(Field::EltWise_AZeroPoint, 0xFF)  // -1
+      .set(Field::EltWise_BZeroPoint, 5);
+  const auto p = eltwise_lane_params(inst, "layer 1");
+  EXPECT_EQ(p.type, EltType::kMult);
+  EXPECT_EQ(p.a_scale, -1024);
+  EXPECT_EQ(p.b_scale, 3);
+  EXPECT_EQ(p.a_zero, -1);
+  EXPECT_EQ(p.b_zero, 5);
+  EXPECT_EQ(eltwise_fp_cast_shift(EltType::kAdd), 10);
+  EXPECT_EQ(eltwise_fp_cast_shift(EltType::kMult), 10);
+  EXPECT_EQ(eltwise_fp_cast_shift(EltType::kSigmoid), 16);
+  EXPECT_EQ(eltwise_fp_cast_shift(EltType::kTanh), 16);
+}
+
+TEST(EltwiseFields, EltTypeAboveFourIsAnErrorNamingTheField) {
+  isa::Instruction inst(isa::Opcode::EltWise);
+  inst.set(Field::EltWise_EltType, 5);
+  try {
+    eltwise_lane_params(inst, "layer 3");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("EltWise.EltType = 5"), std::string::npos) << e.what();
+  }
+}
+
+TEST(EltwiseLane, ZeroPointWrapDetection) {
+  EXPECT_FALSE(eltwise_zero_point_wraps(127, 0));
+  EXPECT_TRUE(eltwise_zero_point_wraps(127, -1));
+  EXPECT_TRUE(eltwise_zero_point_wraps(-128, 1));
+  EXPECT_FALSE(eltwise_zero_point_wraps(-128, -1));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The megablock against a plain NCHW computation written here.
+
+std::int64_t ref_round_shift(std::int64_t v, int s) { return s ? (v + (1ll << (s - 1))) >> s : v; }
+
+std::int8_t ref_quantize(std::int64_t v, int scale, int shift, int fp_cast) {
+  const std::int64_t q = ref_round_shift(ref_round_shift(v * scale, shift), fp_cast);
+  return static_cast<std::int8_t>(std::clamp<std::int64_t>(q, -128, 127));
+}
+
+struct EltCase {
+  int type;
+  int a_scale, b_scale, a_zero, b_zero;
+  int quant_scale, quant_shift;
+};
+
+std::int64_t ref_lane(const EltCase& k, int a, int b) {
+  const std::int64_t l = std::int64_t{a - k.a_zero} * k.a_scale;
+  const std::int64_t r = std::int64_t{b - k.b_zero} * k.b_scale;
+  switch (k.type) {
+    case 0:
+      return l + r;
+    case 1:
+      return l - r;
+    case 2:
+      return static_cast<std::int32_t>(static_cast<std::uint32_t>((l * r + 512) >> 10));
+    case 3:
+      return sigmoid_q16(static_cast<std::int32_t>(l));  // engine: hand-checked above
+    default:
+      return tanh_q16(static_cast<std::int32_t>(l));
+  }
+}
+
+void run_eltwise_case(const isa::SaArch& arch, const EltCase& k, std::size_t c, std::size_t h,
+                      std::size_t w, unsigned seed) {
+  const std::size_t pixels = h * w;
+  const auto a = random_int8(c * pixels, seed);
+  const auto b = random_int8(c * pixels, seed + 1);
+  const std::size_t bytes = layout_bytes(arch.n_sa, c, pixels);
+  const std::uint64_t left = 0x1000, right = 0x1000 + ceil_mod(bytes, 32) + 64, out = 0x20000;
+  Dram dram(1 << 20);
+  dram.write(left, pack_activation(arch.n_sa, c, pixels, a), "test");
+  dram.write(right, pack_activation(arch.n_sa, c, pixels, b), "test");
+  dram.fill(out, bytes + 64, 0xAA, "test");  // stale data the block must overwrite with zeros
+
+  isa::Instruction mega(isa::Opcode::EltWise);
+  mega.set(Field::EltWise_EltType, k.type)
+      .set(Field::EltWise_IW, w)
+      .set(Field::EltWise_IH, h)
+      .set(Field::EltWise_IC, c)
+      .set(Field::EltWise_LeftOperandStartAddress, left)
+      .set(Field::EltWise_LeftOperandEndAddress, left + bytes)
+      .set(Field::EltWise_RightOperandStartAddress, right)
+      .set(Field::EltWise_RightOperandEndAddress, right + bytes)
+      .set(Field::EltWise_AScale, static_cast<std::uint32_t>(k.a_scale) & 0x3FFFF)
+      .set(Field::EltWise_BScale, static_cast<std::uint32_t>(k.b_scale) & 0x3FFFF)
+      .set(Field::EltWise_AZeroPoint, static_cast<std::uint8_t>(k.a_zero))
+      .set(Field::EltWise_BZeroPoint, static_cast<std::uint8_t>(k.b_zero));
+  const std::size_t dk = 32 / arch.n_sa;
+  const isa::Instruction output =
+      output_block(out, ceil_div(c, arch.n_sa), ceil_mod(pixels, dk), h, w);
+  isa::Instruction tail(isa::Opcode::TailBlock);
+  tail.set(Field::TailBlock_QuantEn, 1)
+      .set_signed(Field::TailBlock_QuantScale, k.quant_scale)
+      .set(Field::TailBlock_QuantShift, k.quant_shift);
+  Diagnostics diag;
+  const BlockTiming t = run_block(&run_eltwise, arch, dram, diag, mega, &output, &tail);
+
+  const int fp_cast = k.type >= 3 ? 16 : 10;
+  std::vector<std::int8_t> want(c * pixels);
+  for (std::size_t i = 0; i < want.size(); ++i)
+    want[i] = ref_quantize(ref_lane(k, a[i], b[i]), k.quant_scale, k.quant_shift, fp_cast);
+  const Bytes got = dram.read(out, bytes, "test");
+  const Bytes expect = expected_activation(arch.n_sa, c, pixels, want);
+  ASSERT_EQ(got, expect) << arch.str() << " type " << k.type << " " << c << "x" << h << "x" << w;
+  EXPECT_EQ(dram.read_u8(out + bytes, "test"), 0xAA) << "wrote past the output region";
+  EXPECT_GT(t.cycles, 0u);
+  EXPECT_EQ(t.dram_write_bytes, bytes);
+  EXPECT_EQ(t.dram_read_bytes, k.type >= 3 ? bytes : 2 * bytes);
+}
+
+TEST(EltwiseBlock, MatchesPlainNchwOnEveryArrayAndOperation) {
+  const EltCase cases[] = {
+      {0, 700, -1100, 0, 0, 181, 8},   // add, real-valued scales of either sign
+      {0, 1024, 1024, 3, -7, 1, 1},    // add with zero points
+      {1, 900, 1300, 0, 0, 150, 7},    // sub
+      {2, 1024, 1024, 0, 0, 1, 7},     // mult: a*b/128
+      {2, -3000, 2500, 1, 2, 77, 12},  // mult, large scales
+      {3, 3000, 0, 0, 0, 255, 1},      // sigmoid: Q16 out * 255/2 -> 0..127
+      {4, 2100, 0, 0, 0, 127, 0},      // tanh: x up to 4.1, out * 127
+      {4, -1500, 999, 5, 0, 127, 0},   // tanh with a negative scale and a zero point
+  };
+  unsigned seed = 1;
+  for (const auto& arch : isa::kSupportedArchs)
+    for (const auto& k : cases) {
+      run_eltwise_case(arch, k, 5, 3, 7, seed++);   // odd channels, non-square, P % dk != 0
+      run_eltwise_case(arch, k, 17, 6, 1, seed++);  // a column image, channels > N_SA
+      run_eltwise_case(arch, k, 16, 4, 4, seed++);  // exact fits
+    }
+}
+
+isa::Instruction small_eltwise(int type) {
+  isa::Instruction mega(isa::Opcode::EltWise);
+  mega.set(Field::EltWise_EltType, type)
+      .set(Field::EltWise_IW, 2)
+      .set(Field::EltWise_IH, 2)
+      .set(Field::EltWise_IC, 3)
+      .set(Field::EltWise_LeftOperandStartAddress, 0x100)
+      .set(Field::EltWise_LeftOperandEndAddress, 0x120)
+      .set(Field::EltWise_RightOperandStartAddress, 0x200)
+      .set(Field::EltWise_RightOperandEndAddress, 0x220);
+  return mega;
+}
+
+TEST(EltwiseBlock, BadFieldsNameTheInstructionAndField) {
+  Dram dram(1 << 16);
+  Diagnostics diag;
+  const isa::Instruction out = output_block(0x400, 1, 8, 2, 2);
+  const auto run = [&](const isa::Instruction& mega) {
+    return error_of(
+        [&] { run_block(&run_eltwise, isa::kArch9x4x4, dram, diag, mega, &out, nullptr); });
+  };
+  EXPECT_EQ(run(small_eltwise(0)), "");
+  std::string e = run(small_eltwise(5));
+  EXPECT_NE(e.find("instruction 1 EltWise.EltType"), std::string::npos) << e;
+  isa::Instruction bad_end = small_eltwise(0);
+  bad_end.set(Field::EltWise_RightOperandEndAddress, 0x240);
+  e = run(bad_end);
+  EXPECT_NE(e.find("EltWise.RightOperandEndAddress"), std::string::npos) << e;
+  isa::Instruction zero_c = small_eltwise(0);
+  zero_c.set(Field::EltWise_IC, 0);
+  e = run(zero_c);
+  EXPECT_NE(e.find("EltWise.IC"), std::string::npos) << e;
+  isa::Instruction outside = small_eltwise(0);
+  outside.set(Field::EltWise_LeftOperandStartAddress, 0xFFFFFFE0)
+      .set(Field::EltWise_LeftOperandEndAddress, 0);
+  e = run(outside);
+  EXPECT_NE(e.find("EltWise.LeftOperandStartAddress"), std::string::npos) << e;
+  // Sigmoid ignores the right operand, so its bad end address does not matter.
+  isa::Instruction sig = small_eltwise(3);
+  sig.set(Field::EltWise_RightOperandEndAddress, 0x240);
+  EXPECT_EQ(run(sig), "");
+}
+
+TEST(EltwiseBlock, WarnsWhenAZeroPointWouldWrapOnTheBoard) {
+  Dram dram(1 << 16);
+  dram.fill(0x100, 32, 0x7F, "test");  // every element 127
+  Diagnostics diag;
+  const isa::Instruction out = output_block(0x400, 1, 8, 2, 2);
+  isa::Instruction mega = small_eltwise(0);
+  mega.set(Field::EltWise_AZeroPoint, 0xF0);  // -16: 127 + 16 leaves int8
+  run_block(&run_eltwise, isa::kArch9x4x4, dram, diag, mega, &out, nullptr);
+  ASSERT_EQ(diag.warnings().size(), 1u);
+  EXPECT_NE(diag.warnings()[0].message.find("zero point"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace npukit::device
