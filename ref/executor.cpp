@@ -1,0 +1,118 @@
+#include "ref/executor.h"
+
+#include "common/error.h"
+#include "ir/tensor_util.h"
+#include "ref/kernel_registry.h"
+
+namespace npukit::ref {
+
+namespace {
+
+std::string normal_domain(const std::string& domain) {
+  return domain == "ai.onnx" ? std::string() : domain;
+}
+
+const KernelTable& kernels() {
+  static const KernelTable table = [] {
+    KernelTable t;
+    add_float_kernels(t);
+    add_quant_kernels(t);
+    add_gati_kernels(t);
+    return t;
+  }();
+  return table;
+}
+
+std::string node_label(const ir::Node& node) {
+  std::string op = node.domain.empty() ? node.op_type : node.domain + "." + node.op_type;
+  return fmt::format("node '{}' ({})", node.name, op);
+}
+
+}  // namespace
+
+bool is_supported(const std::string& domain, const std::string& op_type) {
+  return kernels().count({normal_domain(domain), op_type}) != 0;
+}
+
+TensorMap run_graph(const ir::Graph& graph, const TensorMap& inputs, const RunOptions& options) {
+  TensorMap values;
+  for (const auto& name : graph.inputs) {
+    auto it = inputs.find(name);
+    if (it == inputs.end()) {
+      const ir::Tensor* declared = graph.find(name);
+      if (declared && declared->is_constant()) continue;  // an input with a default initializer
+      fail("graph '{}': no value given for input '{}'", graph.name, name);
+    }
+    ir::Tensor value = it->second;
+    value.name = name;
+    if (const ir::Tensor* declared = graph.find(name)) {
+      if (declared->dtype != ir::DType::kUndefined && declared->dtype != value.dtype)
+        fail("graph '{}': input '{}' must be {}, got {}", graph.name, name,
+             ir::dtype_name(declared->dtype), ir::dtype_name(value.dtype));
+      bool fits = declared->shape.empty() || declared->shape.size() == value.shape.size();
+      for (std::size_t i = 0; fits && i < declared->shape.size(); ++i)
+        fits = declared->shape[i] < 0 || declared->shape[i] == value.shape[i];
+      if (!fits)
+        fail("graph '{}': input '{}' has shape {}, the model expects {}", graph.name, name,
+             ir::shape_string(value.shape), ir::shape_string(declared->shape));
+    }
+    if (ir::stored_count(value) != ir::element_count(value.shape))
+      fail("graph '{}': input '{}' holds {} values for shape {}", graph.name, name,
+           ir::stored_count(value), ir::shape_string(value.shape));
+    values[name] = std::move(value);
+  }
+  auto lookup = [&](const std::string& name) -> const ir::Tensor* {
+    auto it = values.find(name);
+    if (it != values.end()) return &it->second;
+    const ir::Tensor* constant = graph.find(name);
+    if (constant && constant->is_constant()) return constant;
+    return nullptr;
+  };
+
+  for (const ir::Node& node : graph.nodes) {
+    auto kernel = kernels().find({normal_domain(node.domain), node.op_type});
+    if (kernel == kernels().end())
+      fail("{}: op is not supported by the reference executor", node_label(node));
+    OpInputs in;
+    const std::string domain = normal_domain(node.domain);
+    auto opset = graph.opsets.find(domain.empty() ? std::string() : domain);
+    if (opset == graph.opsets.end() && domain.empty()) opset = graph.opsets.find("ai.onnx");
+    in.opset = opset != graph.opsets.end() ? opset->second : (domain.empty() ? graph.opset : 1);
+    for (const auto& name : node.inputs) {
+      if (name.empty()) {
+        in.tensors.push_back(nullptr);
+        continue;
+      }
+      const ir::Tensor* t = lookup(name);
+      if (!t)
+        fail("{}: input '{}' has no value (not a graph input, constant or earlier output)",
+             node_label(node), name);
+      in.tensors.push_back(t);
+    }
+    std::vector<ir::Tensor> outs;
+    try {
+      outs = kernel->second(node, in);
+    } catch (const Error& e) {
+      fail("{}: {}", node_label(node), e.what());
+    }
+    if (outs.size() < node.outputs.size())
+      fail("{}: produced {} outputs, the node names {}", node_label(node), outs.size(),
+           node.outputs.size());
+    for (std::size_t i = 0; i < node.outputs.size(); ++i) {
+      if (node.outputs[i].empty()) continue;
+      outs[i].name = node.outputs[i];
+      values[node.outputs[i]] = std::move(outs[i]);
+    }
+    if (options.after_node) options.after_node(node, values);
+  }
+
+  TensorMap result;
+  for (const auto& name : graph.outputs) {
+    const ir::Tensor* t = lookup(name);
+    if (!t) fail("graph '{}': output '{}' was never computed", graph.name, name);
+    result[name] = *t;
+  }
+  return result;
+}
+
+}  // namespace npukit::ref

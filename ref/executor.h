@@ -1,0 +1,30 @@
+// The reference executor: runs an ir::Graph node by node with ref/'s kernels (standard ONNX
+// float and QOperator ops, and the npukit.gati megablock ops), inferring shapes at run time.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "ir/graph.h"
+
+namespace npukit::ref {
+
+using TensorMap = std::map<std::string, ir::Tensor>;
+
+struct RunOptions {
+  // Called after every node with all values computed so far (inputs, intermediates; constants
+  // stay in the graph).
+  std::function<void(const ir::Node&, const TensorMap& values)> after_node;
+};
+
+// Runs `graph` on `inputs` (every non-constant graph input, by name) and returns the graph
+// outputs by name. Throws npukit::Error naming the node and op for unsupported ops or
+// attributes and for inputs that do not fit.
+TensorMap run_graph(const ir::Graph& graph, const TensorMap& inputs,
+                    const RunOptions& options = {});
+
+// Whether run_graph has a kernel for this op ("" or "ai.onnx" for the default domain).
+bool is_supported(const std::string& domain, const std::string& op_type);
+
+}  // namespace npukit::ref

@@ -1,0 +1,138 @@
+#include "ref/executor.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "ir/tensor_util.h"
+
+namespace npukit::ref {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+ir::Node node(std::string name, std::string op, std::vector<std::string> in,
+              std::vector<std::string> out, std::string domain = "") {
+  ir::Node n;
+  n.name = std::move(name);
+  n.op_type = std::move(op);
+  n.domain = std::move(domain);
+  n.inputs = std::move(in);
+  n.outputs = std::move(out);
+  return n;
+}
+
+// x [1,1,2,2] -> Conv(1x1, w = 2, b = 1) -> Relu -> Flatten -> y
+ir::Graph small_float_graph() {
+  ir::Graph g;
+  g.name = "small";
+  g.inputs = {"x"};
+  g.outputs = {"y"};
+  g.tensors["x"] = ir::Tensor{"x", ir::DType::kFloat32, {1, 1, 2, 2}, {}};
+  g.tensors["w"] = ir::make_tensor<float>({1, 1, 1, 1}, {2.f}, "w");
+  g.tensors["b"] = ir::make_tensor<float>({1}, {1.f}, "b");
+  g.nodes.push_back(node("conv", "Conv", {"x", "w", "b"}, {"c"}));
+  g.nodes.push_back(node("relu", "Relu", {"c"}, {"r"}));
+  g.nodes.push_back(node("flat", "Flatten", {"r"}, {"y"}));
+  return g;
+}
+
+TEST(Executor, RunsNodesInOrderAndReportsEachNode) {
+  ir::Graph g = small_float_graph();
+  std::vector<std::string> seen;
+  RunOptions options;
+  options.after_node = [&](const ir::Node& n, const TensorMap& values) {
+    seen.push_back(n.name);
+    EXPECT_TRUE(values.count(n.outputs[0]));
+  };
+  auto out =
+      run_graph(g, {{"x", ir::make_tensor<float>({1, 1, 2, 2}, {-3, -0.5f, 0, 4})}}, options);
+  ASSERT_TRUE(out.count("y"));
+  EXPECT_EQ(out["y"].shape, (ir::Shape{1, 4}));
+  // 2x + 1, then ReLU: -5 -> 0, 0 -> 0, 1, 9
+  EXPECT_THAT(ir::to_vector<float>(out["y"]), ElementsAre(0.f, 0.f, 1.f, 9.f));
+  EXPECT_THAT(seen, ElementsAre("conv", "relu", "flat"));
+}
+
+TEST(Executor, UnsupportedOpNamesNodeAndOp) {
+  ir::Graph g = small_float_graph();
+  g.nodes[1].op_type = "Elu";
+  try {
+    run_graph(g, {{"x", ir::make_tensor<float>({1, 1, 2, 2}, {1, 2, 3, 4})}});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("node 'relu' (Elu)"));
+    EXPECT_THAT(e.what(), HasSubstr("not supported"));
+  }
+}
+
+TEST(Executor, BadAttributeNamesNode) {
+  ir::Graph g = small_float_graph();
+  g.nodes[0].attributes["auto_pad"] = std::string("SAME_WEIRD");
+  try {
+    run_graph(g, {{"x", ir::make_tensor<float>({1, 1, 2, 2}, {1, 2, 3, 4})}});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("node 'conv' (Conv)"));
+    EXPECT_THAT(e.what(), HasSubstr("SAME_WEIRD"));
+  }
+}
+
+TEST(Executor, MissingAndMisshapenInputsAreErrors) {
+  ir::Graph g = small_float_graph();
+  EXPECT_THROW(run_graph(g, {}), Error);
+  try {
+    run_graph(g, {{"x", ir::make_tensor<float>({1, 1, 3, 2}, {1, 2, 3, 4, 5, 6})}});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("input 'x' has shape [1, 1, 3, 2]"));
+  }
+  try {
+    run_graph(g, {{"x", ir::make_tensor<std::int8_t>({1, 1, 2, 2}, {1, 2, 3, 4})}});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("must be float32"));
+  }
+}
+
+TEST(Executor, UnknownValueIsAnError) {
+  ir::Graph g = small_float_graph();
+  g.nodes[1].inputs = {"nowhere"};
+  EXPECT_THAT(
+      [&] {
+        run_graph(g, {{"x", ir::make_tensor<float>({1, 1, 2, 2}, {1, 2, 3, 4})}});
+      },
+      ::testing::ThrowsMessage<Error>(HasSubstr("input 'nowhere' has no value")));
+}
+
+TEST(Executor, RunsGatiOps) {
+  // GatiConv 1x1 with quantizer (x*3*w, scale 1 shift 1) then GatiPool max 2x2.
+  ir::Graph g;
+  g.inputs = {"x"};
+  g.outputs = {"y"};
+  g.tensors["x"] = ir::Tensor{"x", ir::DType::kInt8, {1, 1, 2, 2}, {}};
+  g.tensors["w"] = ir::make_tensor<std::int8_t>({1, 1, 1, 1}, {3}, "w");
+  ir::Node conv = node("c", "GatiConv", {"x", "w"}, {"t"}, "npukit.gati");
+  conv.attributes["quant_scale"] = std::int64_t{1};
+  conv.attributes["quant_shift"] = std::int64_t{1};
+  ir::Node pool = node("p", "GatiPool", {"t"}, {"y"}, "npukit.gati");
+  pool.attributes["mode"] = std::string("max");
+  pool.attributes["kernel_shape"] = std::vector<std::int64_t>{2, 2};
+  g.nodes = {conv, pool};
+  auto out = run_graph(g, {{"x", ir::make_tensor<std::int8_t>({1, 1, 2, 2}, {-5, 1, 3, -100})}});
+  // 3x: -15, 3, 9, -300; (v + 1) >> 1: -7, 2, 5, -150 -> clamp -128; max = 5
+  EXPECT_THAT(ir::to_vector<std::int8_t>(out["y"]), ElementsAre(5));
+  EXPECT_EQ(out["y"].shape, (ir::Shape{1, 1, 1, 1}));
+}
+
+TEST(Executor, SupportedOpQuery) {
+  EXPECT_TRUE(is_supported("", "Conv"));
+  EXPECT_TRUE(is_supported("ai.onnx", "QLinearConv"));
+  EXPECT_TRUE(is_supported("com.microsoft", "QGemm"));
+  EXPECT_TRUE(is_supported("npukit.gati", "GatiEltwise"));
+  EXPECT_FALSE(is_supported("", "Elu"));
+}
+
+}  // namespace
+}  // namespace npukit::ref

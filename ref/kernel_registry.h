@@ -1,0 +1,38 @@
+// Internal to ref/: how the executor finds a kernel for a node.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+#include "ir/graph.h"
+
+namespace npukit::ref {
+
+// A node's input values; nullptr for an omitted optional input.
+struct OpInputs {
+  std::vector<const ir::Tensor*> tensors;
+  std::int64_t opset = 13;  // the graph's opset for the node's domain
+
+  std::size_t size() const { return tensors.size(); }
+  const ir::Tensor* optional(std::size_t i) const {
+    return i < tensors.size() ? tensors[i] : nullptr;
+  }
+  const ir::Tensor& at(std::size_t i) const {
+    if (!optional(i)) fail("required input {} is missing", i);
+    return *tensors[i];
+  }
+};
+
+// Returns the node's outputs in order (names are filled in by the executor).
+using Kernel = std::function<std::vector<ir::Tensor>(const ir::Node&, const OpInputs&)>;
+using KernelTable = std::map<std::pair<std::string, std::string>, Kernel>;  // (domain, op_type)
+
+void add_gati_kernels(KernelTable& table);
+void add_float_kernels(KernelTable& table);
+void add_quant_kernels(KernelTable& table);
+
+}  // namespace npukit::ref
