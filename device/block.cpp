@@ -38,12 +38,17 @@ std::string Warning::text() const {
   return s + message;
 }
 
+void Diagnostics::add(Warning w) {
+  if (sink_) *sink_ << "warning: " << w.text() << "\n";
+  warnings_.push_back(std::move(w));
+}
+
 void Diagnostics::erratum(int layer, Erratum e, std::string message) {
-  warnings_.push_back({layer, std::string(erratum_name(e)), std::move(message)});
+  add({layer, std::string(erratum_name(e)), std::move(message)});
 }
 
 void Diagnostics::warn(int layer, std::string message) {
-  warnings_.push_back({layer, std::string(), std::move(message)});
+  add({layer, std::string(), std::move(message)});
 }
 
 bool Diagnostics::has_erratum(Erratum e) const {

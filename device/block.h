@@ -29,6 +29,7 @@
 #include "isa/isa.h"
 
 #include <cstdint>
+#include <ostream>
 #include <span>
 #include <string>
 #include <string_view>
@@ -61,6 +62,8 @@ struct Warning {
 
 class Diagnostics {
  public:
+  // Warnings are also printed to `sink` ("warning: " + text) as they happen, if non-null.
+  void set_sink(std::ostream* sink) { sink_ = sink; }
   void erratum(int layer, Erratum e, std::string message);
   void warn(int layer, std::string message);
   const std::vector<Warning>& warnings() const { return warnings_; }
@@ -68,7 +71,9 @@ class Diagnostics {
   void clear() { warnings_.clear(); }
 
  private:
+  void add(Warning w);
   std::vector<Warning> warnings_;
+  std::ostream* sink_ = nullptr;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -79,6 +84,9 @@ inline constexpr std::uint64_t kDramBeatBytes = 32;
 inline constexpr std::uint64_t kDramReadLatencyCycles = 12;  // the 14.12 measurement setup
 inline constexpr std::uint64_t kLayerStartCycles = 64;       // START broadcast, config, acks
 inline constexpr std::uint64_t kInstructionCycles = 32;      // bus master: 32 x 8-bit transfers
+// Per conv fold (kernel iteration x channel iteration) handshake, calibrated so the one measured
+// layer (gati.md 14.12: 3x3 conv 32->32 on 28x28) comes out at ~63.5k (9,4,4) / ~16.2k (9,8,8).
+inline constexpr std::uint64_t kConvFoldOverheadCycles = 60;
 
 inline std::uint64_t dram_beats(std::uint64_t bytes) { return ceil_div(bytes, kDramBeatBytes); }
 

@@ -1,0 +1,456 @@
+// CONV megablock (gati.md 3.2, 6, 8 "Systolic array", 14.1/14.8-14.12).
+//
+// The model follows the datapath, not a textbook convolution: it reads the weight blob exactly as
+// the weight FIFOs receive it (one ROW x chan_dim x kern_dim block per kernel iteration and
+// channel iteration, rows in reverse order), maps every byte to the PE that holds it (engine,
+// column, row) and from there to the (output channel, input channel, kernel tap) it multiplies,
+// so a blob in the wrong layout gives the wrong answer here as it would on the board. The image
+// is read from DRAM in the 6.1 layout, padding channels included, as the im2col engine reads it.
+//
+// Arithmetic widths: a PE column sums ROW int8 x int8 products; |sum| <= 16 * 128 * 128 = 2^18 fits
+// the 20-bit W_PSUM bus, so the partial sum into the adder tree never wraps. The adder tree and
+// the int32 accumulators add N_SA such sums per channel group; KC <= 4095 bounds the total by
+// 4095 * 16 * 2^14 < 2^31, so accumulation never wraps either and its order does not matter. The
+// 32-bit adds that can wrap (accumulant, bias) wrap in the tail, as in hardware.
+#include "device/block.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+
+namespace npukit::device {
+
+using isa::Field;
+
+namespace {
+
+// How the weight blob's (kern, chan, row, a, b) maps onto channels for each array use.
+enum class ConvMode {
+  kRegular,           // 9,4,4 / 9,8,8: a = engine = input channel in group, b = column = kernel
+  kDepthwise,         // 9,4,4 / 9,8,8: the same array; engine a reads channel kern*N_SA + a (14.1)
+  kChannelDuplicate,  // 16,1,16 regular: every engine sees channel `chan`, engine b = kernel
+  kDepthwise16,       // 16,1,16 depthwise: engine b = kernel kern*16 + b on channel kern*16 + b
+  kPointwise16,       // 16,1,16 ConvType PW: row r = kernel, engine c = input channel (6.2)
+};
+
+struct ConvGeometry {
+  std::uint64_t iw, ih, ic, kn, kc, kw, kh, stride;
+  std::uint64_t pad_left, pad_right, pad_top, pad_bottom, skip_top, skip_bottom;
+  std::uint64_t padded_w, padded_h;  // after padding and row skips
+  std::uint64_t ow, oh;
+};
+
+struct Mapping {
+  ConvMode mode;
+  std::uint64_t kern_dim, chan_dim, kitr, citr;
+};
+
+// One (output channel, input channel) pair with its kernel taps, and the channel iteration it
+// belongs to (for the DRAM partial sums).
+struct Connection {
+  std::uint32_t in_channel;
+  std::uint32_t chan_iter;
+  std::array<std::int8_t, 16> taps;  // by flattened tap r = kh * KW + kw
+};
+
+ConvGeometry read_geometry(const LayerContext& ctx) {
+  const isa::Instruction& m = ctx.mega;
+  ConvGeometry g{};
+  g.iw = m.get(Field::CONV_IW);
+  g.ih = m.get(Field::CONV_IH);
+  g.ic = m.get(Field::CONV_IC);
+  g.kn = m.get(Field::CONV_KN);
+  g.kc = m.get(Field::CONV_KC);
+  g.kw = m.get(Field::CONV_KW);
+  g.kh = m.get(Field::CONV_KH);
+  g.stride = m.get(Field::CONV_Stride);
+  g.pad_left = m.get(Field::CONV_PadLeft);
+  g.pad_right = m.get(Field::CONV_PadRight);
+  g.pad_top = m.get(Field::CONV_PadTop);
+  g.pad_bottom = m.get(Field::CONV_PadBottom);
+  g.skip_top = m.get(Field::CONV_StartRowSkip);
+  g.skip_bottom = m.get(Field::CONV_EndRowSkip);
+  if (g.iw == 0) ctx.fail_field(Field::CONV_IW, "is 0");
+  if (g.ih == 0) ctx.fail_field(Field::CONV_IH, "is 0");
+  if (g.ic == 0) ctx.fail_field(Field::CONV_IC, "is 0");
+  if (g.kn == 0) ctx.fail_field(Field::CONV_KN, "is 0");
+  if (g.kw == 0) ctx.fail_field(Field::CONV_KW, "is 0");
+  if (g.kh == 0) ctx.fail_field(Field::CONV_KH, "is 0");
+  if (g.stride < 1 || g.stride > 4)
+    ctx.fail_field(Field::CONV_Stride, "is {}; the array supports strides 1 to 4", g.stride);
+  const std::uint64_t rows = static_cast<std::uint64_t>(ctx.arch.rows);
+  if (g.kh * g.kw > rows)
+    ctx.fail_field(Field::CONV_KH,
+                   "a {}x{} kernel has {} taps but a PE column holds {} (ROW of {}); split larger "
+                   "kernels into pieces",
+                   g.kh, g.kw, g.kh * g.kw, rows, ctx.arch.str());
+  const std::uint64_t full_h = g.ih + g.pad_top + g.pad_bottom;
+  if (g.skip_top + g.skip_bottom >= full_h)
+    ctx.fail_field(Field::CONV_StartRowSkip,
+                   "StartRowSkip {} + EndRowSkip {} remove all {} rows of the padded image",
+                   g.skip_top, g.skip_bottom, full_h);
+  g.padded_h = full_h - g.skip_top - g.skip_bottom;
+  g.padded_w = g.iw + g.pad_left + g.pad_right;
+  if (g.padded_h < g.kh)
+    ctx.fail_field(Field::CONV_KH, "{} is taller than the {} padded (and row-skipped) input rows",
+                   g.kh, g.padded_h);
+  if (g.padded_w < g.kw)
+    ctx.fail_field(Field::CONV_KW, "{} is wider than the {} padded input columns", g.kw,
+                   g.padded_w);
+  g.oh = (g.padded_h - g.kh) / g.stride + 1;
+  g.ow = (g.padded_w - g.kw) / g.stride + 1;
+  return g;
+}
+
+Mapping choose_mapping(const LayerContext& ctx, const ConvGeometry& g) {
+  const isa::Instruction& m = ctx.mega;
+  const std::uint64_t conv_type = m.get(Field::CONV_ConvType);
+  const bool duplicate = m.get(Field::CONV_ChannelDuplicate) != 0;
+  const bool optimal = ctx.arch.regular_optimal();
+  const std::uint64_t rows = static_cast<std::uint64_t>(ctx.arch.rows);
+  const std::uint64_t cols = static_cast<std::uint64_t>(ctx.arch.cols);
+  const std::uint64_t n_sa = static_cast<std::uint64_t>(ctx.arch.n_sa);
+  Mapping map{};
+  switch (conv_type) {
+    case 0:  // regular
+      if (g.kc != g.ic)
+        ctx.fail_field(Field::CONV_KC, "is {} but a regular conv needs KC = IC = {}", g.kc, g.ic);
+      if (optimal) {
+        if (duplicate)
+          ctx.fail_field(Field::CONV_ChannelDuplicate,
+                         "is 1 on {}, where regular convs run natively; it is for 16,1,16 only",
+                         ctx.arch.str());
+        map = {ConvMode::kRegular, cols, n_sa, ceil_div(g.kn, cols), ceil_div(g.kc, n_sa)};
+      } else {
+        if (!duplicate)
+          ctx.fail_field(Field::CONV_ChannelDuplicate,
+                         "is 0, but a regular conv on {} needs ChannelDuplicate = 1",
+                         ctx.arch.str());
+        map = {ConvMode::kChannelDuplicate, n_sa, cols, ceil_div(g.kn, n_sa), g.kc};
+      }
+      break;
+    case 1:  // depthwise
+      if (g.kc != 1)
+        ctx.fail_field(Field::CONV_KC, "is {} but a depthwise conv needs KC = 1", g.kc);
+      if (g.kn != g.ic)
+        ctx.fail_field(Field::CONV_KN, "is {} but a depthwise conv needs KN = IC = {}", g.kn, g.ic);
+      if (duplicate) ctx.fail_field(Field::CONV_ChannelDuplicate, "must be 0 for a depthwise conv");
+      if (optimal) {
+        map = {ConvMode::kDepthwise, cols, n_sa, ceil_div(g.kn, n_sa), 1};
+      } else {
+        map = {ConvMode::kDepthwise16, n_sa, cols, ceil_div(g.kn, n_sa), 1};
+        ctx.diag.erratum(ctx.layer_number, Erratum::kIncomplete16x1x16,
+                         "depthwise conv on 16,1,16 (the weight layout used is documented in "
+                         "docs/device.md)");
+      }
+      break;
+    case 2:  // pointwise
+      if (optimal)
+        ctx.fail_field(Field::CONV_ConvType,
+                       "is 2 (pointwise), which exists only on 16,1,16; on {} a 1x1 conv is a "
+                       "regular conv (ConvType 0, gati.md 14.8)",
+                       ctx.arch.str());
+      if (g.kh != 1 || g.kw != 1)
+        ctx.fail_field(Field::CONV_ConvType, "is 2 (pointwise) but the kernel is {}x{}, not 1x1",
+                       g.kh, g.kw);
+      if (g.kc != g.ic)
+        ctx.fail_field(Field::CONV_KC, "is {} but a pointwise conv needs KC = IC = {}", g.kc, g.ic);
+      if (duplicate) ctx.fail_field(Field::CONV_ChannelDuplicate, "must be 0 for a pointwise conv");
+      map = {ConvMode::kPointwise16, n_sa, rows, ceil_div(g.kn, n_sa), ceil_div(g.kc, rows)};
+      ctx.diag.erratum(ctx.layer_number, Erratum::kIncomplete16x1x16,
+                       "ConvType PW on 16,1,16 was never run on the RTL");
+      break;
+    default:
+      ctx.fail_field(Field::CONV_ConvType, "is {}; defined are 0 regular, 1 depthwise, 2 pointwise",
+                     conv_type);
+  }
+  return map;
+}
+
+// Maps every weight byte to its connection. Returns, per output channel k < KN, the connections
+// with at least one non-zero tap.
+std::vector<std::vector<Connection>> map_weights(const LayerContext& ctx, const ConvGeometry& g,
+                                                 const Mapping& map, const Bytes& blob,
+                                                 std::uint64_t in_channels) {
+  const std::uint64_t rows = static_cast<std::uint64_t>(ctx.arch.rows);
+  const std::uint64_t taps = g.kh * g.kw;
+  std::vector<std::vector<Connection>> out(g.kn);
+  // Dense (k, c) -> index into out[k], built lazily; connections are unique per (k, c) in every
+  // mode, but a dense index keeps this independent of that fact.
+  std::vector<std::int32_t> index(g.kn * in_channels, -1);
+  bool ignored_rows = false;
+  auto add = [&](std::uint64_t k, std::uint64_t c, std::uint64_t chan_iter, std::uint64_t tap,
+                 std::int8_t w) {
+    if (w == 0 || k >= g.kn) return;  // padded kernels: their outputs are written as 0 anyway
+    if (tap >= taps) {
+      ignored_rows = true;
+      return;
+    }
+    if (c >= in_channels) return;  // beyond the channels the image region holds
+    std::int32_t& idx = index[k * in_channels + c];
+    if (idx < 0) {
+      idx = static_cast<std::int32_t>(out[k].size());
+      Connection conn{static_cast<std::uint32_t>(c), static_cast<std::uint32_t>(chan_iter), {}};
+      out[k].push_back(conn);
+    }
+    out[k][static_cast<std::size_t>(idx)].taps[tap] = w;
+  };
+  const std::uint64_t block = rows * map.chan_dim * map.kern_dim;
+  for (std::uint64_t kern = 0; kern < map.kitr; ++kern) {
+    for (std::uint64_t chan = 0; chan < map.citr; ++chan) {
+      const std::uint8_t* base = blob.data() + (kern * map.citr + chan) * block;
+      if (map.mode == ConvMode::kPointwise16) {
+        // gati.md 6.2 sa_align_aux_pointwise: c = N_SA-1..0, r = 0..ROW-1 ->
+        // W[k = kern*N_SA + r][ch = chan*ROW + c]; a 1x1 kernel has the single tap 0.
+        for (std::uint64_t ci = 0; ci < map.kern_dim; ++ci)
+          for (std::uint64_t r = 0; r < rows; ++r) {
+            const std::uint64_t c = map.kern_dim - 1 - ci;
+            add(kern * map.kern_dim + r, chan * rows + c, chan, 0,
+                static_cast<std::int8_t>(base[ci * rows + r]));
+          }
+        continue;
+      }
+      for (std::uint64_t row = 0; row < rows; ++row) {
+        const std::uint64_t srow = rows - 1 - row;  // rows are stored bottom PE row first
+        for (std::uint64_t a = 0; a < map.chan_dim; ++a)
+          for (std::uint64_t b = 0; b < map.kern_dim; ++b) {
+            const auto w =
+                static_cast<std::int8_t>(base[(row * map.chan_dim + a) * map.kern_dim + b]);
+            const std::uint64_t k = kern * map.kern_dim + b;
+            std::uint64_t c = 0;
+            switch (map.mode) {
+              case ConvMode::kRegular:
+                c = chan * map.chan_dim + a;
+                break;
+              case ConvMode::kDepthwise:
+                c = kern * map.chan_dim + a;
+                break;
+              case ConvMode::kChannelDuplicate:
+                c = chan;
+                break;
+              case ConvMode::kDepthwise16:
+                c = kern * map.kern_dim + b;
+                break;
+              case ConvMode::kPointwise16:
+                break;
+            }
+            add(k, c, chan, srow, w);
+          }
+      }
+    }
+  }
+  if (ignored_rows)
+    ctx.diag.warn(ctx.layer_number,
+                  fmt::format("{}: the weight blob has non-zero bytes in PE rows beyond the "
+                              "{}x{} kernel's {} taps; they multiply no image value and are "
+                              "ignored",
+                              ctx.where(), g.kh, g.kw, taps));
+  return out;
+}
+
+// acc[p] += w * x over every output pixel for one tap, on the padded plane.
+void accumulate_tap(std::int32_t* acc, const std::int16_t* plane, const ConvGeometry& g,
+                    std::uint64_t kh, std::uint64_t kw, std::int32_t w) {
+  const std::uint64_t s = g.stride;
+  for (std::uint64_t oh = 0; oh < g.oh; ++oh) {
+    const std::int16_t* row = plane + (oh * s + kh) * g.padded_w + kw;
+    std::int32_t* a = acc + oh * g.ow;
+    if (s == 1) {
+      for (std::uint64_t ow = 0; ow < g.ow; ++ow) a[ow] += w * row[ow];
+    } else {
+      for (std::uint64_t ow = 0; ow < g.ow; ++ow) a[ow] += w * row[ow * s];
+    }
+  }
+}
+
+void check_errata(const LayerContext& ctx, const ConvGeometry& g, const Mapping& map) {
+  if (map.mode != ConvMode::kRegular && map.mode != ConvMode::kChannelDuplicate) return;
+  if (g.kh == 3 && g.kw == 3 && g.stride == 1 && 2 * g.ih >= 3 * g.iw)
+    ctx.diag.erratum(
+        ctx.layer_number, Erratum::kTallImageHang,
+        fmt::format("input {}x{} (HxW) is at least 1.5x taller than wide", g.ih, g.iw));
+  if (g.ih == 48 && g.iw == 40)
+    ctx.diag.erratum(ctx.layer_number, Erratum::kHang48x40, "input 48x40 (HxW)");
+}
+
+}  // namespace
+
+BlockTiming run_conv(LayerContext& ctx) {
+  const ConvGeometry g = read_geometry(ctx);
+  const Mapping map = choose_mapping(ctx, g);
+  check_errata(ctx, g, map);
+  const isa::Instruction& out_inst = ctx.require_output();
+  const OutputConfig out = OutputConfig::from(out_inst);
+  const isa::SaArch& arch = ctx.arch;
+  const std::uint64_t n_sa = static_cast<std::uint64_t>(arch.n_sa);
+  const std::uint64_t rows = static_cast<std::uint64_t>(arch.rows);
+  const std::uint64_t cols = static_cast<std::uint64_t>(arch.cols);
+  const std::uint64_t out_pixels = g.oh * g.ow;
+
+  // OutputBlock fields the conv depends on.
+  if (out.oh != g.oh || out.ow != g.ow)
+    ctx.fail_field(out.oh != g.oh ? Field::OutputBlock_OH : Field::OutputBlock_OW,
+                   "OutputBlock says {}x{} (OHxOW) but the conv produces {}x{} from a {}x{} input "
+                   "(pads t{} b{} l{} r{}, row skips {}/{}, kernel {}x{}, stride {})",
+                   out.oh, out.ow, g.oh, g.ow, g.ih, g.iw, g.pad_top, g.pad_bottom, g.pad_left,
+                   g.pad_right, g.skip_top, g.skip_bottom, g.kh, g.kw, g.stride);
+  if (out.kernel_itr != map.kitr)
+    ctx.fail_field(Field::OutputBlock_KernelItr, "is {} but this conv needs {} kernel iterations",
+                   out.kernel_itr, map.kitr);
+  if (out.channel_itr != map.citr)
+    ctx.fail_field(Field::OutputBlock_ChannelItr, "is {} but this conv needs {} channel iterations",
+                   out.channel_itr, map.citr);
+  const std::uint64_t dim_acc = ceil_mod(out_pixels, std::max<std::uint64_t>(1, (32 / n_sa) / 4));
+  if (out.image_dim_acc != dim_acc)
+    ctx.fail_field(Field::OutputBlock_ImageDimAcc, "is {} but OH*OW = {} needs {}",
+                   out.image_dim_acc, out_pixels, dim_acc);
+  if (!out.acc_en && map.citr > 1)
+    ctx.fail_field(Field::OutputBlock_AccEn,
+                   "is 0 but ChannelItr = {}: the channel groups would not be summed", map.citr);
+  if (out.on_chip_acc && out.acc_en && out_pixels > ctx.accbuf_depth)
+    ctx.fail_field(Field::OutputBlock_OnChipAcc,
+                   "is 1 but the {} output pixels exceed the {}-pixel on-chip accumulator",
+                   out_pixels, ctx.accbuf_depth);
+
+  // Image region.
+  const std::uint64_t in_channels_padded = ceil_mod(g.ic, n_sa);
+  const ActivationLayout in_layout =
+      ActivationLayout::for_arch(arch, in_channels_padded, g.ih * g.iw);
+  const std::uint64_t image_start = ctx.mega.get(Field::CONV_ImageStartAddress);
+  const std::uint64_t image_end = ctx.mega.get(Field::CONV_ImageEndAddress);
+  if (image_end < image_start || image_end - image_start != in_layout.bytes())
+    ctx.fail_field(Field::CONV_ImageEndAddress,
+                   "the image region [0x{:x}, 0x{:x}) is not the {} bytes a {}-channel {}x{} input "
+                   "occupies (C' {} x P' {}; the end is exclusive)",
+                   image_start, image_end, in_layout.bytes(), g.ic, g.ih, g.iw,
+                   in_layout.padded_channels(), in_layout.padded_pixels());
+  // Weight region.
+  const std::uint64_t blob_bytes = map.kitr * map.citr * rows * cols * n_sa;
+  const std::uint64_t weight_start = ctx.mega.get(Field::CONV_WeightStartAddress);
+  const std::uint64_t weight_end = ctx.mega.get(Field::CONV_WeightEndAddress);
+  if (weight_end < weight_start || weight_end - weight_start != ceil_mod(blob_bytes, 32))
+    ctx.fail_field(Field::CONV_WeightEndAddress,
+                   "the weight region [0x{:x}, 0x{:x}) is not the {} bytes of {} kernel x {} "
+                   "channel iterations of {}x{}x{} (padded to 32)",
+                   weight_start, weight_end, ceil_mod(blob_bytes, 32), map.kitr, map.citr, rows,
+                   cols, n_sa);
+  ctx.check_dram_range(Field::CONV_WeightStartAddress, weight_start, blob_bytes);
+  const Bytes blob =
+      ctx.dram.read(weight_start, blob_bytes, ctx.field_name(Field::CONV_WeightStartAddress));
+  const std::vector<std::int8_t> image =
+      read_activation(ctx, Field::CONV_ImageStartAddress, image_start, in_layout);
+  const TailPipeline tail(ctx, g.kn);
+
+  // Padded planes, one per input channel, with the row skips applied.
+  const std::uint64_t plane_size = g.padded_h * g.padded_w;
+  std::vector<std::int16_t> planes(in_channels_padded * plane_size, 0);
+  for (std::uint64_t c = 0; c < in_channels_padded; ++c) {
+    for (std::uint64_t y = 0; y < g.padded_h; ++y) {
+      const std::int64_t src_y =
+          static_cast<std::int64_t>(y + g.skip_top) - static_cast<std::int64_t>(g.pad_top);
+      if (src_y < 0 || src_y >= static_cast<std::int64_t>(g.ih)) continue;
+      std::int16_t* dst = planes.data() + c * plane_size + y * g.padded_w + g.pad_left;
+      const std::int8_t* src =
+          image.data() + c * g.ih * g.iw + static_cast<std::uint64_t>(src_y) * g.iw;
+      for (std::uint64_t x = 0; x < g.iw; ++x) dst[x] = src[x];
+    }
+  }
+
+  const auto connections = map_weights(ctx, g, map, blob, in_channels_padded);
+
+  // Initial accumulants (kernel split: AccumulantReadFirst), int32 in the OpWidth-4 layout.
+  std::vector<std::int32_t> acc(g.kn * out_pixels, 0);
+  std::uint64_t read_bytes = blob_bytes + in_layout.bytes() * map.kitr;
+  std::uint64_t write_bytes = 0;
+  if (out.accumulant_read_first) {
+    const ActivationLayout acc_layout = ActivationLayout::for_arch(arch, g.kn, out_pixels);
+    ctx.check_dram_range(Field::OutputBlock_AccumulantAddr, out.accumulant_addr,
+                         acc_layout.bytes() * 4);
+    const Bytes raw = ctx.dram.read(out.accumulant_addr, acc_layout.bytes() * 4,
+                                    ctx.field_name(Field::OutputBlock_AccumulantAddr));
+    for (std::uint64_t k = 0; k < g.kn; ++k)
+      for (std::uint64_t p = 0; p < out_pixels; ++p)
+        acc[k * out_pixels + p] =
+            static_cast<std::int32_t>(load_be32(&raw[acc_layout.offset(k, p) * 4]));
+    read_bytes += acc_layout.bytes() * 4;
+  }
+
+  // The DRAM partial-sum region (14.11): only with OnChipAcc = 0 and AccEn = 1; it ends holding
+  // the last kernel iteration's sum over channel groups 0..citr-2, lane j at 4*(p*lanes + j).
+  const bool dram_partials = !out.on_chip_acc && out.acc_en;
+  const std::uint64_t lanes = map.kern_dim;
+  std::vector<std::int32_t> partial;
+  if (dram_partials) partial.assign(lanes * out_pixels, 0);
+  const std::uint64_t last_kern_first = (map.kitr - 1) * map.kern_dim;
+
+  std::vector<std::int32_t> own(out_pixels);
+  std::uint64_t macs = 0;
+  for (std::uint64_t k = 0; k < g.kn; ++k) {
+    std::int32_t* a = acc.data() + k * out_pixels;
+    const bool snapshot = dram_partials && k >= last_kern_first;
+    for (const Connection& conn : connections[k]) {
+      const std::int16_t* plane = planes.data() + conn.in_channel * plane_size;
+      const bool before_last_group = snapshot && conn.chan_iter + 1 < map.citr;
+      std::int32_t* target = a;
+      if (before_last_group) {
+        std::fill(own.begin(), own.end(), 0);
+        target = own.data();
+      }
+      for (std::uint64_t t = 0; t < g.kh * g.kw; ++t) {
+        if (conn.taps[t] == 0) continue;
+        accumulate_tap(target, plane, g, t / g.kw, t % g.kw, conn.taps[t]);
+      }
+      if (before_last_group) {
+        std::int32_t* part = partial.data();
+        const std::uint64_t j = k - last_kern_first;
+        for (std::uint64_t p = 0; p < out_pixels; ++p) {
+          a[p] += own[p];
+          part[p * lanes + j] += own[p];
+        }
+      }
+    }
+  }
+  // Useful MACs: every (output channel, tap, pixel) of the conv the instruction describes.
+  macs = g.kn *
+         (map.mode == ConvMode::kDepthwise || map.mode == ConvMode::kDepthwise16 ? 1 : g.ic) *
+         g.kh * g.kw * out_pixels;
+
+  if (dram_partials) {
+    const std::uint64_t region = std::uint64_t{out.image_dim_acc} * lanes * 4;
+    ctx.check_dram_range(Field::OutputBlock_AccumulantAddr, out.accumulant_addr, region);
+    Bytes bytes(region, 0);
+    for (std::uint64_t p = 0; p < out_pixels; ++p)
+      for (std::uint64_t j = 0; j < lanes; ++j)
+        store_be32(&bytes[(p * lanes + j) * 4], static_cast<std::uint32_t>(partial[p * lanes + j]));
+    ctx.dram.write(out.accumulant_addr, bytes, ctx.field_name(Field::OutputBlock_AccumulantAddr));
+    // Each channel iteration but the last writes the region; each but the first reads it back.
+    const std::uint64_t trips = map.kitr * (map.citr > 0 ? map.citr - 1 : 0);
+    write_bytes += region * std::max<std::uint64_t>(trips, 1);
+    read_bytes += region * trips;
+  }
+
+  // Tail pipeline and write-back.
+  const std::uint64_t final_pixels = tail.output_pixels(out_pixels);
+  std::vector<std::int32_t> result(g.kn * final_pixels);
+  for (std::uint64_t k = 0; k < g.kn; ++k)
+    tail.run_channel(k, std::span<const std::int32_t>(acc.data() + k * out_pixels, out_pixels),
+                     std::span<std::int32_t>(result.data() + k * final_pixels, final_pixels));
+  const ActivationLayout out_layout = ActivationLayout::for_arch(arch, g.kn, final_pixels);
+  write_bytes += write_activation_output(ctx, out_layout, result);
+  if (tail.config().bias_en) read_bytes += tail.config().bias_end - tail.config().bias_start;
+
+  // Timing (docs/device.md): per fold (kernel iteration x channel iteration) the im2col engine
+  // streams the padded image, one element per cycle, while the weights for the fold arrive
+  // (ROW*COLS*N_SA bytes) after one read latency, and the array fills and drains (ROW rows of
+  // delay, COLS columns, log2(N_SA) adder-tree levels) plus a fixed per-fold handshake.
+  const std::uint64_t folds = map.kitr * map.citr;
+  const std::uint64_t weight_beats = dram_beats(rows * cols * n_sa);
+  const std::uint64_t fill_drain =
+      rows + cols + static_cast<std::uint64_t>(std::bit_width(n_sa) - 1);
+  const std::uint64_t stream = std::max(g.padded_h * g.padded_w, out_pixels);
+  const std::uint64_t per_fold =
+      stream + weight_beats + kDramReadLatencyCycles + fill_drain + kConvFoldOverheadCycles;
+  return streaming_timing(folds * per_fold, read_bytes, write_bytes, macs);
+}
+
+}  // namespace npukit::device

@@ -1,0 +1,141 @@
+// FC megablock (gati.md 3.2 "FC", 6.2 FC layouts, 8 "Flattening"): the 1x32 output-stationary
+// FC engine. For every block i of 32 output neurons it streams the input vector one element per
+// cycle against 32 weight bytes (one DRAM beat) and accumulates int32 per neuron; results go
+// through the tail (FC bias order of 6.2) and are written as a linear vector
+// (ceil_mod(WeightCols, 32) bytes, OpWidth 1, or 4x that as big-endian int32).
+//
+// Input: Flatten = 0 reads InputRows int8 bytes at ImageStartAddress (region ceil_mod(rows, 32)).
+// Flatten = 1 reads a conv output in the 6.1 layout with C = InputRows / ImageDim channels of
+// ImageDim pixels and flattens it channel-major (x[c * ImageDim + p]), as the flattening block's
+// per-channel banks read serially do; the region is C'·P' bytes and Vec2MatCols = C'·P' / 32.
+#include "device/block.h"
+
+#include <algorithm>
+
+namespace npukit::device {
+
+using isa::Field;
+
+namespace {
+constexpr std::uint64_t kFcBufferBytes = 32768;  // gaticc --fcbuf-size: the FC input RAM
+constexpr std::uint64_t kVaSize = 32;            // FC engine width (COL_FC)
+}  // namespace
+
+BlockTiming run_fc(LayerContext& ctx) {
+  const isa::Instruction& m = ctx.mega;
+  const OutputConfig out = OutputConfig::from(ctx.require_output());
+  const std::uint64_t rows = m.get(Field::FC_WeightRows);  // K: input length
+  const std::uint64_t cols = m.get(Field::FC_WeightCols);  // M: output neurons
+  const std::uint64_t input_rows = m.get(Field::FC_InputRows);
+  const bool flatten = m.get(Field::FC_Flatten) != 0;
+  const std::uint64_t image_dim = m.get(Field::FC_ImageDim);
+  const std::uint64_t vec2mat = m.get(Field::FC_Vec2MatCols);
+  const std::uint64_t image_start = m.get(Field::FC_ImageStartAddress);
+  const std::uint64_t image_end = m.get(Field::FC_ImageEndAddr);
+  const std::uint64_t weight_start = m.get(Field::FC_WeightStartAddress);
+  const std::uint64_t weight_end = m.get(Field::FC_WeightEndAddress);
+  const std::uint64_t n_sa = static_cast<std::uint64_t>(ctx.arch.n_sa);
+
+  if (rows == 0) ctx.fail_field(Field::FC_WeightRows, "is 0");
+  if (cols == 0) ctx.fail_field(Field::FC_WeightCols, "is 0");
+  if (input_rows != rows)
+    ctx.fail_field(Field::FC_InputRows, "is {} but the weights expect {} inputs (WeightRows)",
+                   input_rows, rows);
+  if (input_rows > kFcBufferBytes)
+    ctx.fail_field(Field::FC_InputRows, "{} inputs exceed the {}-byte FC input buffer", input_rows,
+                   kFcBufferBytes);
+
+  // Input vector.
+  std::vector<std::int8_t> x(rows);
+  std::uint64_t input_region = 0;
+  if (flatten) {
+    if (image_dim == 0 || rows % image_dim != 0)
+      ctx.fail_field(Field::FC_ImageDim,
+                     "is {} but InputRows {} must be channels x ImageDim (H*W of the conv output)",
+                     image_dim, rows);
+    const ActivationLayout layout =
+        ActivationLayout::for_arch(ctx.arch, rows / image_dim, image_dim);
+    input_region = layout.bytes();
+    const std::vector<std::int8_t> planar =
+        read_activation(ctx, Field::FC_ImageStartAddress, image_start, layout);
+    std::copy(planar.begin(), planar.end(), x.begin());  // planar [C][P] is channel-major already
+  } else {
+    input_region = ceil_mod(rows, kVaSize);
+    ctx.check_dram_range(Field::FC_ImageStartAddress, image_start, rows);
+    const Bytes raw = ctx.dram.read(image_start, rows, ctx.field_name(Field::FC_ImageStartAddress));
+    for (std::uint64_t j = 0; j < rows; ++j) x[j] = static_cast<std::int8_t>(raw[j]);
+  }
+  if (image_end < image_start || image_end - image_start != input_region)
+    ctx.fail_field(Field::FC_ImageEndAddr,
+                   "the input region [0x{:x}, 0x{:x}) is not the {} bytes the {} input occupies",
+                   image_start, image_end, input_region,
+                   flatten ? "flattened conv output" : "input vector");
+  if (vec2mat != input_region / kVaSize)
+    ctx.fail_field(Field::FC_Vec2MatCols, "is {} but the {}-byte input region is {} words of 32",
+                   vec2mat, input_region, input_region / kVaSize);
+
+  // Weights: per block i of 32 neurons, per input j (padded to 32): 32 bytes W[i*32 + k][j].
+  const std::uint64_t rows_padded = ceil_mod(rows, kVaSize);
+  const std::uint64_t cols_padded = ceil_mod(cols, kVaSize);
+  const std::uint64_t blob_bytes = rows_padded * cols_padded;
+  if (weight_end < weight_start || weight_end - weight_start != blob_bytes)
+    ctx.fail_field(Field::FC_WeightEndAddress,
+                   "the weight region [0x{:x}, 0x{:x}) is not the {} bytes of a {}x{} FC "
+                   "(ceil_mod(rows, 32) x ceil_mod(cols, 32))",
+                   weight_start, weight_end, blob_bytes, rows, cols);
+  ctx.check_dram_range(Field::FC_WeightStartAddress, weight_start, blob_bytes);
+  const Bytes w =
+      ctx.dram.read(weight_start, blob_bytes, ctx.field_name(Field::FC_WeightStartAddress));
+
+  const std::uint64_t kitr = cols_padded / kVaSize;
+  if (out.kernel_itr != kitr)
+    ctx.fail_field(Field::OutputBlock_KernelItr, "is {} but {} outputs need {} blocks of 32",
+                   out.kernel_itr, cols, kitr);
+  if (out.channel_itr != 1)
+    ctx.fail_field(Field::OutputBlock_ChannelItr, "is {}; an FC uses 1", out.channel_itr);
+  if (out.image_dim_output != kVaSize / n_sa)
+    ctx.fail_field(Field::OutputBlock_ImageDimOutput, "is {}; an FC uses vasize / N_SA = {}",
+                   out.image_dim_output, kVaSize / n_sa);
+  if (out.flat) ctx.fail_field(Field::OutputBlock_FlatController, "must be 0 for an FC");
+  if (out.op_width != 1 && out.op_width != 4)
+    ctx.fail_field(Field::OutputBlock_OpWidth, "output width {} bytes is not supported (1 or 4)",
+                   out.op_width);
+
+  const TailPipeline tail(ctx, cols, 0, TailPipeline::BiasLayout::kFc);
+  if (tail.global_pool())
+    ctx.fail_field(Field::TailBlock_GblPoolEn, "is 1, but an FC output has no image to pool");
+
+  // int32 accumulation: |sum| <= 32768 * 2^14 = 2^29, no wrap.
+  std::vector<std::int32_t> acc(cols, 0);
+  for (std::uint64_t i = 0; i < kitr; ++i)
+    for (std::uint64_t j = 0; j < rows; ++j) {
+      const std::int32_t xv = x[j];
+      if (xv == 0) continue;
+      const std::uint8_t* wrow = w.data() + (i * rows_padded + j) * kVaSize;
+      const std::uint64_t n = std::min<std::uint64_t>(kVaSize, cols - i * kVaSize);
+      std::int32_t* a = acc.data() + i * kVaSize;
+      for (std::uint64_t k = 0; k < n; ++k) a[k] += xv * static_cast<std::int8_t>(wrow[k]);
+    }
+
+  const std::uint64_t width = static_cast<std::uint64_t>(out.op_width);
+  Bytes bytes(cols_padded * width, 0);
+  for (std::uint64_t k = 0; k < cols; ++k) {
+    const std::int32_t v = tail.apply(acc[k], k);
+    if (width == 1)
+      bytes[k] = static_cast<std::uint8_t>(v);
+    else
+      store_be32(&bytes[k * 4], static_cast<std::uint32_t>(v));
+  }
+  ctx.check_dram_range(Field::OutputBlock_OutputAddr, out.output_addr, bytes.size());
+  ctx.dram.write(out.output_addr, bytes, ctx.field_name(Field::OutputBlock_OutputAddr));
+
+  // Timing: one input element per cycle per block of 32 neurons, each needing one weight beat;
+  // flattening first reads the conv output into the banks (one beat per cycle).
+  const std::uint64_t compute =
+      kitr * rows_padded + (flatten ? dram_beats(input_region) : 0) + kDramReadLatencyCycles;
+  std::uint64_t read_bytes = blob_bytes + input_region;
+  if (tail.config().bias_en) read_bytes += tail.config().bias_end - tail.config().bias_start;
+  return streaming_timing(compute, read_bytes, bytes.size(), rows * cols);
+}
+
+}  // namespace npukit::device
