@@ -159,6 +159,22 @@ TEST(OnnxImport, EveryOnnxNodeTestCaseImports) {
   EXPECT_GE(count, 15);
 }
 
+TEST(OnnxImport, EveryBundledTestModelImportsWithTheShapeTorchComputed) {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(kFixtures + "/models")) {
+    if (entry.path().extension() != ".onnx") continue;
+    ir::Graph g = load_onnx(entry.path().string());
+    std::string stem = entry.path().stem().string();
+    ir::Tensor expected = load_tensor_file(kFixtures + "/models/" + stem + ".output_0.npy");
+    ASSERT_EQ(g.outputs.size(), 1u) << stem;
+    EXPECT_EQ(g.tensor(g.outputs[0]).shape, expected.shape) << stem;
+    ir::Tensor input = load_tensor_file(kFixtures + "/models/" + stem + ".input_0.npy");
+    EXPECT_EQ(g.tensor(g.inputs[0]).shape, input.shape) << stem;
+    ++count;
+  }
+  EXPECT_GE(count, 14);
+}
+
 TEST(OnnxImport, ReadsOnnxTestDataPbFiles) {
   std::string dir = kFixtures + "/onnx_node/test_conv_with_strides_padding/test_data_set_0/";
   ir::Tensor x = load_tensor_pb(dir + "input_0.pb");
