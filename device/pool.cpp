@@ -1,0 +1,140 @@
+#include "device/pool.h"
+
+#include "device/eltwise.h"  // field checks shared by the device-blocks megablocks
+
+#include <algorithm>
+
+namespace npukit::device {
+
+using isa::Field;
+using isa::PoolType;
+
+// Pipeline depth of the pool PE arrays (im2col -> compare/add -> scale -> zero padder).
+inline constexpr std::uint64_t kPoolPipelineCycles = 8;
+
+std::uint64_t pool_output_size(std::uint64_t in, std::uint64_t kernel, std::uint64_t stride,
+                               std::uint64_t pad_begin, std::uint64_t pad_end, bool ceil_mode) {
+  const std::uint64_t padded = in + pad_begin + pad_end;
+  if (kernel > padded || stride == 0) return 0;
+  const std::uint64_t span = padded - kernel;
+  std::uint64_t out = (ceil_mode ? ceil_div(span, stride) : span / stride) + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad_begin) --out;
+  return out;
+}
+
+PoolShape pool_shape(const LayerContext& ctx) {
+  const isa::Instruction& m = ctx.mega;
+  PoolShape s;
+  const std::uint64_t type = m.get(Field::POOL_PoolType);
+  if (type > static_cast<std::uint64_t>(PoolType::kGlobalAverage))
+    ctx.fail_field(Field::POOL_PoolType,
+                   "{} is not a pool type (0 max, 1 average, 2 global average)", type);
+  s.type = static_cast<PoolType>(type);
+  s.iw = require_nonzero(ctx, Field::POOL_IW, "the image width");
+  s.ih = require_nonzero(ctx, Field::POOL_IH, "the image height");
+  s.scale = static_cast<std::int64_t>(m.get(Field::POOL_PoolScale));
+  s.shift = static_cast<int>(m.get(Field::POOL_PoolShift));
+  if (s.type == PoolType::kGlobalAverage) {
+    s.oh = s.ow = 1;
+    return s;
+  }
+  s.kw = require_nonzero(ctx, Field::POOL_PoolWidth, "the pool window width");
+  s.kh = require_nonzero(ctx, Field::POOL_PoolHeight, "the pool window height");
+  s.stride_w = require_nonzero(ctx, Field::POOL_PoolStrideWidth, "the horizontal stride");
+  s.stride_h = require_nonzero(ctx, Field::POOL_PoolStrideHeight, "the vertical stride");
+  s.pad_left = m.get(Field::POOL_PadLeft);
+  s.pad_right = m.get(Field::POOL_PadRight);
+  s.pad_top = m.get(Field::POOL_PadTop);
+  s.pad_bottom = m.get(Field::POOL_PadBottom);
+  s.ceil_mode = m.get(Field::POOL_PoolCeil) != 0;
+  s.oh = pool_output_size(s.ih, s.kh, s.stride_h, s.pad_top, s.pad_bottom, s.ceil_mode);
+  s.ow = pool_output_size(s.iw, s.kw, s.stride_w, s.pad_left, s.pad_right, s.ceil_mode);
+  if (s.oh == 0)
+    ctx.fail_field(Field::POOL_PoolHeight,
+                   "window height {} is larger than the padded image height {} (IH {} + PadTop "
+                   "{} + PadBottom {})",
+                   s.kh, s.ih + s.pad_top + s.pad_bottom, s.ih, s.pad_top, s.pad_bottom);
+  if (s.ow == 0)
+    ctx.fail_field(Field::POOL_PoolWidth,
+                   "window width {} is larger than the padded image width {} (IW {} + PadLeft {} "
+                   "+ PadRight {})",
+                   s.kw, s.iw + s.pad_left + s.pad_right, s.iw, s.pad_left, s.pad_right);
+  return s;
+}
+
+static std::int32_t scaled_average(std::int64_t sum, const PoolShape& s) {
+  return static_cast<std::int32_t>(
+      std::clamp<std::int64_t>(round_shift(sum * s.scale, s.shift), -128, 127));
+}
+
+void pool_plane(const PoolShape& s, std::span<const std::int8_t> in, std::span<std::int32_t> out) {
+  if (s.type == PoolType::kGlobalAverage) {
+    std::int64_t sum = 0;
+    for (std::int8_t v : in) sum += v;
+    out[0] = scaled_average(sum, s);
+    return;
+  }
+  const auto h = static_cast<std::int64_t>(s.ih), w = static_cast<std::int64_t>(s.iw);
+  for (std::uint64_t oy = 0; oy < s.oh; ++oy) {
+    // Window rows clipped to the image: padded positions take no part.
+    const std::int64_t y0 =
+        static_cast<std::int64_t>(oy * s.stride_h) - static_cast<std::int64_t>(s.pad_top);
+    const std::int64_t y_begin = std::max<std::int64_t>(y0, 0);
+    const std::int64_t y_end = std::min<std::int64_t>(y0 + static_cast<std::int64_t>(s.kh), h);
+    for (std::uint64_t ox = 0; ox < s.ow; ++ox) {
+      const std::int64_t x0 =
+          static_cast<std::int64_t>(ox * s.stride_w) - static_cast<std::int64_t>(s.pad_left);
+      const std::int64_t x_begin = std::max<std::int64_t>(x0, 0);
+      const std::int64_t x_end = std::min<std::int64_t>(x0 + static_cast<std::int64_t>(s.kw), w);
+      std::int32_t best = -128;
+      std::int64_t sum = 0;
+      for (std::int64_t y = y_begin; y < y_end; ++y)
+        for (std::int64_t x = x_begin; x < x_end; ++x) {
+          const std::int8_t v = in[static_cast<std::size_t>(y * w + x)];
+          best = std::max<std::int32_t>(best, v);
+          sum += v;
+        }
+      out[oy * s.ow + ox] = s.type == PoolType::kMax ? best : scaled_average(sum, s);
+    }
+  }
+}
+
+static bool tail_is_empty(const isa::Instruction* tail) {
+  return !tail || tail->bits() == isa::Instruction(isa::Opcode::TailBlock).bits();
+}
+
+BlockTiming run_pool(LayerContext& ctx) {
+  const PoolShape s = pool_shape(ctx);
+  const std::uint64_t ic = require_nonzero(ctx, Field::POOL_IC, "the channel count");
+  const ActivationLayout in_layout = ActivationLayout::for_arch(ctx.arch, ic, s.ih * s.iw);
+  const std::uint64_t in_addr = check_input_region(ctx, Field::POOL_ImageStartAddress,
+                                                   Field::POOL_ImageEndAddress, in_layout.bytes());
+  require_int8_output(ctx);
+  check_output_dims(ctx, s.oh, s.ow);
+  if (!tail_is_empty(ctx.tail))
+    ctx.diag.warn(ctx.layer_number,
+                  fmt::format("{}: the POOL megablock writes its result directly; the fields of "
+                              "its TailBlock (instruction {}) are ignored",
+                              ctx.where(), ctx.tail_index));
+
+  const std::vector<std::int8_t> in =
+      read_activation(ctx, Field::POOL_ImageStartAddress, in_addr, in_layout);
+  const std::uint64_t in_pixels = s.ih * s.iw, out_pixels = s.oh * s.ow;
+  std::vector<std::int32_t> out(ic * out_pixels);
+  for (std::uint64_t c = 0; c < ic; ++c)
+    pool_plane(s, std::span<const std::int8_t>(in).subspan(c * in_pixels, in_pixels),
+               std::span<std::int32_t>(out).subspan(c * out_pixels, out_pixels));
+  const ActivationLayout out_layout = ActivationLayout::for_arch(ctx.arch, ic, out_pixels);
+  const std::uint64_t written = write_activation_output(ctx, out_layout, out);
+
+  // Timing: N_SA channels in parallel; the im2col feeds ROW window values per cycle, so one
+  // output pixel takes ceil(KH*KW / ROW) cycles (global average: one input pixel per cycle).
+  const std::uint64_t groups = ceil_div(ic, static_cast<std::uint64_t>(ctx.arch.n_sa));
+  const std::uint64_t per_group =
+      s.type == PoolType::kGlobalAverage
+          ? in_pixels
+          : out_pixels * ceil_div(s.kh * s.kw, static_cast<std::uint64_t>(ctx.arch.rows));
+  return streaming_timing(groups * per_group + kPoolPipelineCycles, in_layout.bytes(), written);
+}
+
+}  // namespace npukit::device

@@ -1,0 +1,45 @@
+// POOL megablock (opcode 0x8; gati.md 3.2 [RTL-confirmed max pool], 8; DECISIONS.md 8): max,
+// average and global-average pooling of an int8 activation tensor, with padding and ceil mode.
+//   * max starts from -128 and takes only window positions inside the image (padding never wins);
+//   * average sums the window positions inside the image (padding adds nothing) and scales the
+//     sum: (sum * PoolScale + 2^(PoolShift-1)) >> PoolShift, clamped to int8;
+//   * global average does the same over the whole H x W plane (output 1x1).
+// The result goes straight to the OutputBlock (int8, activation layout); no tail pipeline.
+#pragma once
+
+#include "device/block.h"
+
+#include <cstdint>
+#include <span>
+
+// Registers run_pool with the block registry (block.h).
+#define NPUKIT_DEVICE_RUN_POOL 1
+
+namespace npukit::device {
+
+// Output length of one pooled axis: floor((in + pads - kernel) / stride) + 1, or with ceil mode
+// the ceiling, dropping a last window that would start inside the end padding (as ONNX/PyTorch).
+// 0 when the window is larger than the padded input.
+std::uint64_t pool_output_size(std::uint64_t in, std::uint64_t kernel, std::uint64_t stride,
+                               std::uint64_t pad_begin, std::uint64_t pad_end, bool ceil_mode);
+
+struct PoolShape {
+  isa::PoolType type = isa::PoolType::kMax;
+  std::uint64_t ih = 0, iw = 0;
+  std::uint64_t kh = 1, kw = 1, stride_h = 1, stride_w = 1;
+  std::uint64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  bool ceil_mode = false;
+  std::uint64_t oh = 0, ow = 0;  // filled by the decoder
+  std::int64_t scale = 0;        // PoolScale, unsigned 16-bit
+  int shift = 0;                 // PoolShift
+};
+
+// Decodes and checks the POOL fields of ctx.mega (type, sizes, window vs padded image).
+PoolShape pool_shape(const LayerContext& ctx);
+
+// One channel plane: in has ih*iw values, out gets oh*ow values.
+void pool_plane(const PoolShape& s, std::span<const std::int8_t> in, std::span<std::int32_t> out);
+
+BlockTiming run_pool(LayerContext& ctx);
+
+}  // namespace npukit::device

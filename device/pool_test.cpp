@@ -1,0 +1,245 @@
+// POOL against hand-worked examples and a plain NCHW pool written here, on all three arrays.
+#include "device/pool.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "common/error.h"
+
+namespace npukit::device {
+// Test support defined in eltwise_test.cpp (see there).
+namespace blocks_testing {
+std::size_t layout_offset(int n_sa, std::size_t pixels, std::size_t c, std::size_t p);
+std::size_t layout_bytes(int n_sa, std::size_t channels, std::size_t pixels);
+Bytes pack_activation(int n_sa, std::size_t channels, std::size_t pixels,
+                      const std::vector<std::int8_t>& planar);
+Bytes expected_activation(int n_sa, std::size_t channels, std::size_t pixels,
+                          const std::vector<std::int8_t>& planar);
+std::vector<std::int8_t> random_int8(std::size_t n, unsigned seed);
+isa::Instruction output_block(std::uint64_t out_addr, std::uint64_t kernel_itr,
+                              std::uint64_t image_dim_output, std::uint64_t oh, std::uint64_t ow);
+BlockTiming run_block(BlockFn fn, const isa::SaArch& arch, Dram& dram, Diagnostics& diag,
+                      const isa::Instruction& mega, const isa::Instruction* output,
+                      const isa::Instruction* tail);
+std::string error_of(const std::function<void()>& body);
+}  // namespace blocks_testing
+namespace {
+using namespace blocks_testing;
+using isa::Field;
+
+struct PoolCase {
+  int type;  // 0 max, 1 average, 2 global average
+  int k_h, k_w, s_h, s_w;
+  int top, left, bottom, right;
+  bool ceil;
+  int scale, shift;
+};
+
+// Plain pool over one [H][W] plane: every window position, skipping those outside the image.
+std::vector<std::int8_t> ref_pool(const PoolCase& p, const std::vector<std::int8_t>& x,
+                                  std::size_t channels, int h, int w, int& oh, int& ow) {
+  auto out_len = [&](int in, int k, int s, int b, int e) {
+    int n = in + b + e - k;
+    int o = (p.ceil ? (n + s - 1) / s : n / s) + 1;
+    if (p.ceil && (o - 1) * s >= in + b) --o;
+    return o;
+  };
+  if (p.type == 2) {
+    oh = ow = 1;
+  } else {
+    oh = out_len(h, p.k_h, p.s_h, p.top, p.bottom);
+    ow = out_len(w, p.k_w, p.s_w, p.left, p.right);
+  }
+  std::vector<std::int8_t> y;
+  for (std::size_t c = 0; c < channels; ++c) {
+    const std::int8_t* plane = x.data() + c * h * w;
+    for (int oy = 0; oy < oh; ++oy)
+      for (int ox = 0; ox < ow; ++ox) {
+        long sum = 0;
+        int best = -128;
+        const int kh = p.type == 2 ? h : p.k_h, kw = p.type == 2 ? w : p.k_w;
+        for (int i = 0; i < kh; ++i)
+          for (int j = 0; j < kw; ++j) {
+            const int yy = p.type == 2 ? i : oy * p.s_h - p.top + i;
+            const int xx = p.type == 2 ? j : ox * p.s_w - p.left + j;
+            if (yy < 0 || yy >= h || xx < 0 || xx >= w) continue;
+            sum += plane[yy * w + xx];
+            best = std::max<int>(best, plane[yy * w + xx]);
+          }
+        long avg = sum * p.scale;
+        if (p.shift) avg = (avg + (1l << (p.shift - 1))) >> p.shift;
+        y.push_back(static_cast<std::int8_t>(p.type == 0 ? best : std::clamp(avg, -128l, 127l)));
+      }
+  }
+  return y;
+}
+
+isa::Instruction pool_instruction(const PoolCase& p, std::size_t c, int h, int w,
+                                  std::uint64_t addr, std::uint64_t bytes) {
+  isa::Instruction m(isa::Opcode::POOL);
+  m.set(Field::POOL_IW, w)
+      .set(Field::POOL_IH, h)
+      .set(Field::POOL_IC, c)
+      .set(Field::POOL_ImageStartAddress, addr)
+      .set(Field::POOL_ImageEndAddress, addr + bytes)
+      .set(Field::POOL_PoolType, p.type)
+      .set(Field::POOL_PoolScale, p.scale)
+      .set(Field::POOL_PoolShift, p.shift)
+      .set(Field::POOL_PoolWidth, p.k_w)
+      .set(Field::POOL_PoolHeight, p.k_h)
+      .set(Field::POOL_PoolStrideWidth, p.s_w)
+      .set(Field::POOL_PoolStrideHeight, p.s_h)
+      .set(Field::POOL_PoolCeil, p.ceil)
+      .set(Field::POOL_PadLeft, p.left)
+      .set(Field::POOL_PadBottom, p.bottom)
+      .set(Field::POOL_PadRight, p.right)
+      .set(Field::POOL_PadTop, p.top);
+  return m;
+}
+
+// Runs POOL on the device and returns the planar int8 result; checks padding bytes are zero.
+std::vector<std::int8_t> device_pool(const isa::SaArch& arch, const PoolCase& p,
+                                     const std::vector<std::int8_t>& x, std::size_t c, int h, int w,
+                                     int oh, int ow, BlockTiming* timing = nullptr) {
+  const std::uint64_t in = 0x2000, out = 0x40000;
+  const std::size_t in_bytes = layout_bytes(arch.n_sa, c, h * w);
+  const std::size_t out_bytes = layout_bytes(arch.n_sa, c, oh * ow);
+  Dram dram(1 << 20);
+  dram.write(in, pack_activation(arch.n_sa, c, h * w, x), "test");
+  dram.fill(out, out_bytes + 32, 0x5A, "test");
+  const isa::Instruction mega = pool_instruction(p, c, h, w, in, in_bytes);
+  const isa::Instruction ob =
+      output_block(out, ceil_div(c, arch.n_sa), ceil_mod(oh * ow, 32 / arch.n_sa), oh, ow);
+  Diagnostics diag;
+  const BlockTiming t = run_block(&run_pool, arch, dram, diag, mega, &ob, nullptr);
+  if (timing) *timing = t;
+  const Bytes got = dram.read(out, out_bytes, "test");
+  EXPECT_EQ(dram.read_u8(out + out_bytes, "test"), 0x5A) << "wrote past the output";
+  std::vector<std::int8_t> planar(c * oh * ow);
+  for (std::size_t ch = 0; ch < c; ++ch)
+    for (int q = 0; q < oh * ow; ++q)
+      planar[ch * oh * ow + q] =
+          static_cast<std::int8_t>(got[layout_offset(arch.n_sa, oh * ow, ch, q)]);
+  // Re-packing the values must give the region byte for byte: every padding byte is 0.
+  EXPECT_EQ(got, pack_activation(arch.n_sa, c, oh * ow, planar)) << "padding bytes not zero";
+  return planar;
+}
+
+TEST(PoolBlock, HandWorkedExamples) {
+  // 2x2 max, stride 2, on a 7x7 image -> 3x3 (gati.md 3.2), one channel: x[i] = i - 24.
+  std::vector<std::int8_t> x(49);
+  for (int i = 0; i < 49; ++i) x[i] = static_cast<std::int8_t>(i - 24);
+  const PoolCase max2{0, 2, 2, 2, 2, 0, 0, 0, 0, false, 0, 0};
+  EXPECT_EQ(device_pool(isa::kArch9x8x8, max2, x, 1, 7, 7, 3, 3),
+            (std::vector<std::int8_t>{-16, -14, -12, -2, 0, 2, 12, 14, 16}));
+  // Max over negative values with padding: padding (0 in DRAM terms) never wins.
+  const std::vector<std::int8_t> neg = {-100, -90, -80, -70};
+  const PoolCase max3p{0, 3, 3, 2, 2, 1, 1, 1, 1, false, 0, 0};
+  EXPECT_EQ(device_pool(isa::kArch9x4x4, max3p, neg, 1, 2, 2, 1, 1),
+            (std::vector<std::int8_t>{-70}));
+  // Average 2x2 of [[1,2],[3,4]] with scale 1/4 (16384 >> 16): 10/4 = 2.5 rounds up to 3.
+  const PoolCase avg{1, 2, 2, 1, 1, 0, 0, 0, 0, false, 16384, 16};
+  EXPECT_EQ(device_pool(isa::kArch16x1x16, avg, {1, 2, 3, 4}, 1, 2, 2, 1, 1),
+            (std::vector<std::int8_t>{3}));
+  // ... and of [[-1,-2],[-3,-4]]: -2.5 rounds up to -2.
+  EXPECT_EQ(device_pool(isa::kArch16x1x16, avg, {-1, -2, -3, -4}, 1, 2, 2, 1, 1),
+            (std::vector<std::int8_t>{-2}));
+  // Global average of 1..6 over a 2x3 plane, scale 1/6 ~ 10923 >> 16: 21/6 = 3.5 -> 4.
+  const PoolCase gap{2, 0, 0, 0, 0, 0, 0, 0, 0, false, 10923, 16};
+  EXPECT_EQ(device_pool(isa::kArch9x8x8, gap, {1, 2, 3, 4, 5, 6}, 1, 2, 3, 1, 1),
+            (std::vector<std::int8_t>{4}));
+  // Average saturates: 4 * 127 with scale 1 -> 127.
+  const PoolCase sat{1, 2, 2, 2, 2, 0, 0, 0, 0, false, 1, 0};
+  EXPECT_EQ(device_pool(isa::kArch9x8x8, sat, {127, 127, 127, 127}, 1, 2, 2, 1, 1),
+            (std::vector<std::int8_t>{127}));
+}
+
+TEST(PoolBlock, CeilModeDropsAWindowStartingInThePadding) {
+  EXPECT_EQ(pool_output_size(5, 2, 2, 0, 0, false), 2u);
+  EXPECT_EQ(pool_output_size(5, 2, 2, 0, 0, true), 3u);
+  EXPECT_EQ(pool_output_size(4, 2, 2, 1, 1, true), 3u);
+  EXPECT_EQ(pool_output_size(3, 2, 2, 1, 1, true), 2u);  // a third window would start in padding
+  EXPECT_EQ(pool_output_size(2, 5, 1, 1, 1, false), 0u);
+  // 5x5 max, k2 s2, ceil: the last row/column windows hold only the image edge.
+  std::vector<std::int8_t> x(25);
+  for (int i = 0; i < 25; ++i) x[i] = static_cast<std::int8_t>(i);
+  const PoolCase p{0, 2, 2, 2, 2, 0, 0, 0, 0, true, 0, 0};
+  EXPECT_EQ(device_pool(isa::kArch9x4x4, p, x, 1, 5, 5, 3, 3),
+            (std::vector<std::int8_t>{6, 8, 9, 16, 18, 19, 21, 23, 24}));
+}
+
+TEST(PoolBlock, MatchesPlainNchwOnEveryArray) {
+  const PoolCase cases[] = {
+      {0, 2, 2, 2, 2, 0, 0, 0, 0, false, 0, 0},
+      {0, 3, 3, 2, 2, 1, 1, 1, 1, false, 0, 0},
+      {0, 3, 2, 1, 2, 2, 0, 1, 1, true, 0, 0},   // asymmetric window, stride and pads
+      {0, 7, 7, 1, 1, 3, 3, 3, 3, false, 0, 0},  // large window
+      {1, 3, 3, 2, 2, 1, 1, 1, 1, false, 7282, 16},
+      {1, 2, 3, 2, 3, 0, 1, 1, 0, true, 10923, 15},
+      {1, 5, 5, 3, 3, 2, 2, 2, 2, true, 2621, 16},
+      {2, 0, 0, 0, 0, 0, 0, 0, 0, false, 1560, 16},  // global over 6x7
+      {2, 0, 0, 0, 0, 0, 0, 0, 0, false, 3, 0},      // global, saturating
+  };
+  unsigned seed = 40;
+  for (const auto& arch : isa::kSupportedArchs)
+    for (const auto& p : cases)
+      for (const auto& [c, h, w] :
+           {std::tuple{5, 6, 7}, std::tuple{17, 9, 4}, std::tuple{8, 7, 7}}) {
+        const auto x = random_int8(c * h * w, seed++);
+        int oh = 0, ow = 0;
+        const auto want = ref_pool(p, x, c, h, w, oh, ow);
+        ASSERT_EQ(device_pool(arch, p, x, c, h, w, oh, ow), want)
+            << arch.str() << " type " << p.type << " k" << p.k_h << "x" << p.k_w << " " << c << "x"
+            << h << "x" << w;
+      }
+}
+
+TEST(PoolBlock, ReportsTimingFromDramBeatsAndWindows) {
+  const auto x = random_int8(8 * 8 * 8, 3);
+  BlockTiming t;
+  const PoolCase p{0, 2, 2, 2, 2, 0, 0, 0, 0, false, 0, 0};
+  device_pool(isa::kArch9x8x8, p, x, 8, 8, 8, 4, 4, &t);
+  EXPECT_EQ(t.dram_read_bytes, 512u);  // 8 channels x 64 pixels
+  EXPECT_EQ(t.dram_write_bytes, 128u);
+  EXPECT_GE(t.cycles, t.compute_cycles);
+  EXPECT_GE(t.cycles, (512 + 128) / 32);
+}
+
+TEST(PoolBlock, BadFieldsNameTheInstructionAndField) {
+  Dram dram(1 << 16);
+  Diagnostics diag;
+  const PoolCase good{0, 2, 2, 2, 2, 0, 0, 0, 0, false, 0, 0};
+  const isa::Instruction out = output_block(0x400, 1, 8, 1, 1);
+  auto run = [&](const isa::Instruction& m, const isa::Instruction& o) {
+    return error_of([&] { run_block(&run_pool, isa::kArch9x4x4, dram, diag, m, &o, nullptr); });
+  };
+  EXPECT_EQ(run(pool_instruction(good, 3, 2, 2, 0x100, 32), out), "");
+  isa::Instruction bad_type = pool_instruction(good, 3, 2, 2, 0x100, 32);
+  bad_type.set(Field::POOL_PoolType, 3);
+  std::string e = run(bad_type, out);
+  EXPECT_NE(e.find("instruction 1 POOL.PoolType"), std::string::npos) << e;
+  const PoolCase big{0, 5, 2, 1, 1, 1, 0, 1, 0, false, 0, 0};  // 5 > 2 + 1 + 1
+  e = run(pool_instruction(big, 3, 2, 2, 0x100, 32), out);
+  EXPECT_NE(e.find("POOL.PoolHeight"), std::string::npos) << e;
+  EXPECT_NE(e.find("larger than the padded image height 4"), std::string::npos) << e;
+  const PoolCase zero_stride{0, 2, 2, 0, 2, 0, 0, 0, 0, false, 0, 0};
+  e = run(pool_instruction(zero_stride, 3, 2, 2, 0x100, 32), out);
+  EXPECT_NE(e.find("POOL.PoolStrideHeight"), std::string::npos) << e;
+  e = run(pool_instruction(good, 3, 2, 2, 0x100, 64), out);
+  EXPECT_NE(e.find("POOL.ImageEndAddress"), std::string::npos) << e;
+  isa::Instruction wrong_oh = output_block(0x400, 1, 8, 2, 1);
+  e = run(pool_instruction(good, 3, 2, 2, 0x100, 32), wrong_oh);
+  EXPECT_NE(e.find("instruction 2 OutputBlock.OH"), std::string::npos) << e;
+  isa::Instruction wide = out;
+  wide.set(Field::OutputBlock_OpWidth, 4);
+  e = run(pool_instruction(good, 3, 2, 2, 0x100, 32), wide);
+  EXPECT_NE(e.find("OutputBlock.OpWidth"), std::string::npos) << e;
+  isa::Instruction wrong_dim = output_block(0x400, 1, 16, 1, 1);
+  e = run(pool_instruction(good, 3, 2, 2, 0x100, 32), wrong_dim);
+  EXPECT_NE(e.find("OutputBlock.ImageDimOutput"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace npukit::device
