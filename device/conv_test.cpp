@@ -1,0 +1,388 @@
+// CONV megablock and tail, run as whole programs through the device's byte interface and compared
+// with plain NCHW loops (device/test_programs.h) and hand-worked values.
+#include "device/device.h"
+#include "device/test_programs.h"
+#include "isa/dispatch.h"
+
+#include <gtest/gtest.h>
+
+namespace npukit::device {
+namespace {
+
+using namespace testing;
+
+const isa::SaArch kArchs[] = {isa::kArch9x4x4, isa::kArch9x8x8, isa::kArch16x1x16};
+
+struct RunResult {
+  std::vector<std::int32_t> out;
+  Bytes dispatch;
+  std::unique_ptr<Device> device;
+};
+
+// Builds a one-conv program, runs it, returns the unpacked output.
+RunResult run_one_conv(const isa::SaArch& arch, ConvSpec s, std::uint32_t* acc_addr_out = nullptr,
+                       const std::vector<std::int32_t>* initial_acc = nullptr) {
+  ProgramBuilder b{arch};
+  const std::uint64_t dk = 32 / arch.n_sa;
+  const Bytes input = pack_activation(arch, s.ic, s.ih * s.iw, s.x);
+  const std::uint32_t in_addr = b.alloc(input.size());
+  const std::uint32_t out_bytes =
+      static_cast<std::uint32_t>(up(s.kn, arch.n_sa) * up(s.out_pixels(), dk) * s.op_width);
+  const std::uint32_t out_addr = b.alloc(out_bytes);
+  const std::uint32_t acc_bytes =
+      static_cast<std::uint32_t>(up(s.kn, arch.n_sa) * up(s.oh() * s.ow(), dk) * 4 + 4096);
+  std::uint32_t acc_addr = b.alloc(acc_bytes);
+  if (initial_acc) {
+    acc_addr = b.add_blob(pack_activation(arch, s.kn, s.oh() * s.ow(), *initial_acc, 4));
+  }
+  if (acc_addr_out) *acc_addr_out = acc_addr;
+  b.add_conv(s, in_addr, out_addr, acc_addr);
+  b.finish();
+  RunResult r;
+  DeviceConfig cfg;
+  cfg.arch = arch;
+  cfg.dram_bytes = 64ull << 20;
+  r.device = std::make_unique<Device>(cfg);
+  r.device->receive_dwp(b.stream(in_addr, input));
+  EXPECT_EQ(r.device->stats().runs, 1u);
+  const Bytes raw = r.device->dram().read(out_addr, out_bytes, "test");
+  r.out = unpack_activation(arch, s.kn, s.out_pixels(), raw, s.op_width);
+  // every padding byte of the output region is 0
+  const Bytes repacked = pack_activation(arch, s.kn, s.out_pixels(), r.out, s.op_width);
+  EXPECT_EQ(raw, repacked) << "padding bytes of the output region must be written as 0";
+  r.dispatch = r.device->take_dispatch_output();
+  return r;
+}
+
+TEST(Conv, HandWorked2x2Stride2On9x4x4) {
+  // 1 channel 4x4 input 1..16, one 2x2 kernel of ones, stride 2, no pad, bias -10:
+  // windows sum to 14, 22, 46, 54; minus 10 -> 4, 12, 36, 44.
+  ConvSpec s;
+  s.ic = 1, s.ih = 4, s.iw = 4, s.kn = 1, s.kh = 2, s.kw = 2, s.stride = 2;
+  s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = 0;
+  for (int i = 1; i <= 16; ++i) s.x.push_back(i);
+  s.w = {1, 1, 1, 1};
+  s.bias = {-10};
+  const RunResult r = run_one_conv(isa::kArch9x4x4, s);
+  EXPECT_EQ(r.out, (std::vector<std::int32_t>{4, 12, 36, 44}));
+  // The output region of 9,4,4 is C' = 4 channels x P' = 8 pixels: bytes 0..3 hold the result.
+  const Bytes raw = r.device->dram().read(0x10000 + 32 + 32, 0, "test");  // (smoke: zero-size read)
+  EXPECT_TRUE(raw.empty());
+}
+
+TEST(Conv, HandWorkedQuantizerRoundsHalfUpAndClamps) {
+  // 1x1 conv, weight 1, scale 3, shift 4: x*3/16 rounded half up; clamp at 127 / -128; ReLU after.
+  ConvSpec s;
+  s.ic = 1, s.ih = 1, s.iw = 4, s.kn = 1, s.kh = 1, s.kw = 1;
+  s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = 0;
+  s.x = {8, -8, 120, -128};
+  s.w = {127};
+  s.bias = {0};
+  s.quant_scale = 3, s.quant_shift = 4;
+  // 8*127 = 1016 -> 3048+8 >> 4 = 191 -> 127; -1016 -> (-3048+8)>>4 = -190 -> -128;
+  // 15240 -> 127; -16256 -> -128.
+  EXPECT_EQ(run_one_conv(isa::kArch9x8x8, s).out,
+            (std::vector<std::int32_t>{127, -128, 127, -128}));
+  s.w = {1};
+  // 8*3 = 24 + 8 = 32 >> 4 = 2; -24 + 8 = -16 >> 4 = -1; 360+8 >> 4 = 23; -384+8 >> 4 = -24 (floor)
+  EXPECT_EQ(run_one_conv(isa::kArch9x8x8, s).out, (std::vector<std::int32_t>{2, -1, 23, -24}));
+  s.act_en = true;  // ReLU after quantization
+  EXPECT_EQ(run_one_conv(isa::kArch9x8x8, s).out, (std::vector<std::int32_t>{2, 0, 23, 0}));
+}
+
+struct Case {
+  const char* name;
+  ConvSpec spec;
+};
+
+std::vector<Case> conv_cases() {
+  std::vector<Case> cases;
+  auto base = [] {
+    ConvSpec s;
+    s.quant_scale = 1;
+    s.quant_shift = 8;
+    return s;
+  };
+  {
+    ConvSpec s = base();
+    cases.push_back({"regular3x3_pad1", s});
+  }
+  {
+    ConvSpec s = base();
+    s.ic = 5, s.kn = 7, s.ih = 7, s.iw = 9;
+    cases.push_back({"regular3x3_odd_channels", s});
+  }
+  {
+    ConvSpec s = base();
+    s.kh = s.kw = 2, s.pad_top = s.pad_left = 0, s.pad_bottom = s.pad_right = 1;
+    cases.push_back({"regular2x2_asym", s});
+  }
+  {
+    ConvSpec s = base();
+    s.kh = s.kw = 1, s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = 0;
+    s.ic = 20, s.kn = 12;
+    cases.push_back({"pointwise1x1", s});
+  }
+  {
+    ConvSpec s = base();
+    s.ih = 11, s.iw = 13, s.stride = 2;
+    cases.push_back({"stride2", s});
+  }
+  {
+    ConvSpec s = base();
+    s.ih = 13, s.iw = 14, s.stride = 3, s.pad_top = 2, s.pad_bottom = 0, s.pad_left = 0,
+    s.pad_right = 2;
+    cases.push_back({"stride3_asym_pads", s});
+  }
+  {
+    ConvSpec s = base();
+    s.ih = 17, s.iw = 16, s.stride = 4, s.pad_top = 1, s.pad_bottom = 2, s.pad_left = 2,
+    s.pad_right = 1;
+    cases.push_back({"stride4", s});
+  }
+  {
+    ConvSpec s = base();
+    s.ic = 40, s.kn = 20, s.quant_shift = 10;
+    cases.push_back({"citr_kitr_gt1_onchip", s});
+  }
+  {
+    ConvSpec s = base();
+    s.ic = 24, s.kn = 12, s.ih = 9, s.iw = 10, s.quant_shift = 10, s.on_chip_acc = false;
+    cases.push_back({"citr_gt1_dram_accumulants", s});
+  }
+  {
+    ConvSpec s = base();
+    s.depthwise = true, s.ic = s.kn = 13;
+    s.quant_shift = 6;
+    cases.push_back({"depthwise3x3", s});
+  }
+  {
+    ConvSpec s = base();
+    s.depthwise = true, s.ic = s.kn = 9, s.stride = 2, s.ih = 10, s.iw = 11;
+    s.quant_shift = 6;
+    cases.push_back({"depthwise_stride2", s});
+  }
+  {
+    ConvSpec s = base();
+    s.act_en = true, s.act_type = 1, s.act_param = 6;
+    cases.push_back({"clip", s});
+  }
+  {
+    ConvSpec s = base();
+    s.act_en = true, s.act_type = 2, s.neg_alpha = 26, s.pos_alpha = 256;
+    cases.push_back({"leaky_relu", s});
+  }
+  {
+    ConvSpec s = base();
+    s.gbl_pool = true, s.gbl_scale = 1311, s.gbl_shift = 15, s.ih = 5, s.iw = 5;
+    cases.push_back({"global_avg_pool", s});
+  }
+  {
+    ConvSpec s = base();
+    s.quant_en = false, s.op_width = 4;
+    cases.push_back({"int32_output", s});
+  }
+  {
+    ConvSpec s = base();
+    s.kh = 3, s.skip_top = 1, s.skip_bottom = 1, s.ih = 8;
+    cases.push_back({"row_skips", s});
+  }
+  return cases;
+}
+
+class ConvSweep : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(ConvSweep, MatchesPlainNchwReference) {
+  const isa::SaArch arch = kArchs[std::get<0>(GetParam())];
+  Case c = conv_cases()[static_cast<std::size_t>(std::get<1>(GetParam()))];
+  fill_random(c.spec, 1000 + std::get<1>(GetParam()));
+  const RunResult r = run_one_conv(arch, c.spec);
+  EXPECT_EQ(r.out, ref_conv(c.spec)) << c.name << " on " << arch.str();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllArrays, ConvSweep,
+    ::testing::Combine(::testing::Range(0, 3),
+                       ::testing::Range(0, static_cast<int>(conv_cases().size()))),
+    [](const auto& info) {
+      return std::string(kArchs[std::get<0>(info.param)].str() == "9,4,4"   ? "a944"
+                         : kArchs[std::get<0>(info.param)].str() == "9,8,8" ? "a988"
+                                                                            : "a16116") +
+             "_" + conv_cases()[static_cast<std::size_t>(std::get<1>(info.param))].name;
+    });
+
+TEST(Conv, DramAccumulantRegionHoldsPartialSumOfAllButLastChannelGroup) {
+  for (const isa::SaArch& arch : {isa::kArch9x4x4, isa::kArch9x8x8}) {
+    for (int kn : {8, 20}) {  // kitr 1 and > 1 on 9,8,8
+      ConvSpec s;
+      s.ic = 3 * arch.n_sa - 1, s.kn = kn, s.ih = 6, s.iw = 7, s.quant_shift = 10;
+      s.on_chip_acc = false;
+      fill_random(s, 77 + kn);
+      std::uint32_t acc_addr = 0;
+      const RunResult r = run_one_conv(arch, s, &acc_addr);
+      EXPECT_EQ(r.out, ref_conv(s));
+      const int citr = conv_citr(arch, s), kitr = conv_kitr(arch, s);
+      const auto partial = ref_conv_sums(s, 0, (citr - 1) * arch.n_sa);
+      const int p_count = s.oh() * s.ow();
+      const int dim_acc = static_cast<int>(up(p_count, std::max(1, 32 / arch.n_sa / 4)));
+      const Bytes region = r.device->dram().read(
+          acc_addr, static_cast<std::uint64_t>(dim_acc) * arch.cols * 4, "test");
+      for (int p = 0; p < dim_acc; ++p)
+        for (int j = 0; j < arch.cols; ++j) {
+          const int k = (kitr - 1) * arch.cols + j;
+          std::int32_t expected = 0;
+          if (p < p_count && k < s.kn)
+            expected =
+                static_cast<std::int32_t>(partial[static_cast<std::size_t>(k) * p_count + p]);
+          const std::uint32_t got =
+              load_be32(&region[(static_cast<std::size_t>(p) * arch.cols + j) * 4]);
+          ASSERT_EQ(static_cast<std::int32_t>(got), expected)
+              << arch.str() << " kn " << kn << " p " << p << " j " << j;
+        }
+    }
+  }
+}
+
+TEST(Conv, OnChipAccumulationWritesNothingOutsideTheOutput) {
+  ConvSpec s;
+  s.ic = 24, s.kn = 8, s.quant_shift = 10;
+  fill_random(s, 5);
+  std::uint32_t acc_addr = 0;
+  const RunResult r = run_one_conv(isa::kArch9x8x8, s, &acc_addr);
+  const Bytes region = r.device->dram().read(acc_addr, 4096, "test");
+  EXPECT_TRUE(std::all_of(region.begin(), region.end(), [](std::uint8_t b) { return b == 0; }));
+}
+
+TEST(Conv, AccumulantReadFirstAddsInitialInt32Values) {
+  ConvSpec s;
+  s.ic = 8, s.kn = 8, s.quant_shift = 9;
+  s.read_first = true;
+  fill_random(s, 11);
+  std::vector<std::int32_t> init(static_cast<std::size_t>(s.kn) * s.oh() * s.ow());
+  for (std::size_t i = 0; i < init.size(); ++i)
+    init[i] = static_cast<std::int32_t>(i * 977 % 40000) - 20000;
+  const RunResult r = run_one_conv(isa::kArch9x8x8, s, nullptr, &init);
+  EXPECT_EQ(r.out, ref_conv(s, &init));
+}
+
+TEST(Conv, KernelSplitWithRowSkipsEqualsTheFullKernel) {
+  // A 5x3 kernel done as two pieces: rows 0..2 (EndRowSkip 2) written as int32, then rows 3..4
+  // (StartRowSkip 3) reading those as accumulants (AccumulantReadFirst) and quantizing.
+  for (const isa::SaArch& arch : {isa::kArch9x4x4, isa::kArch9x8x8}) {
+    ConvSpec full;
+    full.ic = 6, full.kn = 5, full.ih = 9, full.iw = 7, full.kh = 5, full.kw = 3;
+    full.pad_top = full.pad_bottom = 0, full.pad_left = full.pad_right = 1;
+    full.quant_shift = 9;
+    fill_random(full, 3);
+    ConvSpec top = full, bottom = full;
+    top.kh = 3, top.skip_bottom = 2, top.bias_en = false, top.quant_en = false, top.op_width = 4;
+    bottom.kh = 2, bottom.skip_top = 3, bottom.read_first = true;
+    top.w.clear(), bottom.w.clear();
+    for (int k = 0; k < full.kn; ++k)
+      for (int c = 0; c < full.ic; ++c)
+        for (int i = 0; i < 5; ++i)
+          for (int j = 0; j < 3; ++j)
+            (i < 3 ? top.w : bottom.w)
+                .push_back(full.w[((static_cast<std::size_t>(k) * full.ic + c) * 5 + i) * 3 + j]);
+    ASSERT_EQ(top.oh(), full.oh());
+    ASSERT_EQ(bottom.oh(), full.oh());
+
+    ProgramBuilder b{arch};
+    const std::uint64_t dk = 32 / arch.n_sa;
+    const Bytes input = pack_activation(arch, full.ic, full.ih * full.iw, full.x);
+    const std::uint32_t in_addr = b.alloc(input.size());
+    const std::uint32_t partial_addr =
+        b.alloc(up(full.kn, arch.n_sa) * up(full.oh() * full.ow(), dk) * 4);
+    const std::uint32_t out_bytes =
+        static_cast<std::uint32_t>(up(full.kn, arch.n_sa) * up(full.oh() * full.ow(), dk));
+    const std::uint32_t out_addr = b.alloc(out_bytes);
+    b.add_conv(top, in_addr, partial_addr, b.alloc(4096));
+    b.add_conv(bottom, in_addr, out_addr, partial_addr);
+    b.finish();
+    DeviceConfig cfg;
+    cfg.arch = arch;
+    cfg.dram_bytes = 16ull << 20;
+    Device dev(cfg);
+    dev.receive_dwp(b.stream(in_addr, input));
+    const auto got = unpack_activation(arch, full.kn, full.oh() * full.ow(),
+                                       dev.dram().read(out_addr, out_bytes, "t"));
+    EXPECT_EQ(got, ref_conv(full)) << arch.str();
+  }
+}
+
+TEST(Conv, TallImageWarnsErratumButComputesTheIntendedResult) {
+  ConvSpec s;
+  s.ih = 9, s.iw = 6, s.quant_shift = 8;
+  fill_random(s, 9);
+  const RunResult r = run_one_conv(isa::kArch9x8x8, s);
+  EXPECT_EQ(r.out, ref_conv(s));
+  ASSERT_TRUE(r.device->diagnostics().has_erratum(Erratum::kTallImageHang));
+  const std::string text = r.device->diagnostics().warnings().front().text();
+  EXPECT_NE(text.find("layer 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("E1"), std::string::npos) << text;
+}
+
+TEST(Conv, DispatchFrameCarriesTheWholeAlignedOutputRegion) {
+  ConvSpec s;
+  s.ic = 3, s.kn = 6, s.ih = 6, s.iw = 6, s.dispatch = true, s.dispatch_id = 0xBEEF,
+  s.quant_shift = 7;
+  fill_random(s, 21);
+  const RunResult r = run_one_conv(isa::kArch9x4x4, s);
+  const auto frames = isa::parse_dispatch_frames(r.dispatch);
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_EQ(frames[0].id, 0xBEEFu);
+  EXPECT_EQ(frames[0].payload.size(), 320u);  // gati.md 5.5: 6 channels of 6x6 on 9,4,4
+  EXPECT_EQ(unpack_activation(isa::kArch9x4x4, s.kn, 36, frames[0].payload), ref_conv(s));
+  // footer FFFFFFFF 00000000 00000000 (14.7)
+  const Bytes tail(r.dispatch.end() - 12, r.dispatch.end());
+  EXPECT_EQ(tail, (Bytes{0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0, 0, 0, 0, 0}));
+}
+
+TEST(Conv, ChainedLayersFeedEachOther) {
+  for (const isa::SaArch& arch : kArchs) {
+    ConvSpec a, c2;
+    a.ic = 3, a.kn = 10, a.ih = 8, a.iw = 8, a.quant_shift = 7, a.act_en = true;
+    fill_random(a, 31);
+    c2.ic = 10, c2.kn = 6, c2.ih = 8, c2.iw = 8, c2.stride = 2, c2.quant_shift = 9,
+    c2.dispatch = true;
+    fill_random(c2, 32);
+    c2.x = ref_conv(a);
+    ProgramBuilder b{arch};
+    const std::uint64_t dk = 32 / arch.n_sa;
+    const Bytes input = pack_activation(arch, a.ic, 64, a.x);
+    const std::uint32_t in_addr = b.alloc(input.size());
+    const std::uint32_t mid = b.alloc(up(10, arch.n_sa) * up(64, dk));
+    const std::uint32_t out = b.alloc(up(6, arch.n_sa) * up(16, dk));
+    b.add_conv(a, in_addr, mid, b.alloc(4096));
+    b.add_conv(c2, mid, out, b.alloc(4096));
+    b.finish();
+    DeviceConfig cfg;
+    cfg.arch = arch;
+    cfg.dram_bytes = 16ull << 20;
+    Device dev(cfg);
+    dev.receive_dwp(b.stream(in_addr, input));
+    const auto frames = isa::parse_dispatch_frames(dev.take_dispatch_output());
+    ASSERT_EQ(frames.size(), 1u);
+    EXPECT_EQ(unpack_activation(arch, 6, 16, frames[0].payload), ref_conv(c2)) << arch.str();
+    ASSERT_EQ(dev.stats().layers.size(), 2u);
+    EXPECT_GT(dev.stats().layers[1].timing.cycles, 0u);
+  }
+}
+
+TEST(Conv, MeasuredLayerTimingIsCloseToTheRtl) {
+  // gati.md 14.12: 3x3 conv 32 -> 32 channels on 28x28, ~63.4k cycles on 9,4,4, ~16.2k on 9,8,8.
+  for (const auto& [arch, measured] :
+       {std::pair{isa::kArch9x4x4, 63400.0}, std::pair{isa::kArch9x8x8, 16200.0}}) {
+    ConvSpec s;
+    s.ic = 32, s.kn = 32, s.ih = 28, s.iw = 28, s.quant_shift = 10;
+    fill_random(s, 1);
+    const RunResult r = run_one_conv(arch, s);
+    const double cycles = static_cast<double>(r.device->stats().layers.at(0).timing.cycles);
+    EXPECT_NEAR(cycles / measured, 1.0, 0.05) << arch.str() << ": " << cycles;
+    std::printf("[ timing ] %s 3x3 32->32 28x28: %.0f cycles (RTL ~%.0f)\n", arch.str().c_str(),
+                cycles, measured);
+  }
+}
+
+}  // namespace
+}  // namespace npukit::device
