@@ -1,7 +1,8 @@
 #include "device/nms.h"
 
+#include "device/eltwise.h"  // field checks shared by the device-blocks megablocks
+
 #include <algorithm>
-#include <numeric>
 
 namespace npukit::device {
 
@@ -35,7 +36,8 @@ bool nms_iou_exceeds(const NmsBox& x, const NmsBox& y, std::uint32_t iou, unsign
 }
 
 std::vector<NmsSelection> nms_select(const NmsParams& p, std::span<const NmsBoxWords> boxes,
-                                     std::span<const std::int8_t> scores) {
+                                     std::span<const std::int8_t> scores,
+                                     std::uint64_t* iou_tests) {
   std::vector<NmsBox> decoded;
   decoded.reserve(boxes.size());
   for (const auto& w : boxes) decoded.push_back(nms_box(w, p.center_format));
@@ -55,6 +57,7 @@ std::vector<NmsSelection> nms_select(const NmsParams& p, std::span<const NmsBoxW
     for (std::uint32_t i : order) {
       if (kept.size() >= p.max_out_boxes) break;
       const bool suppressed = std::any_of(kept.begin(), kept.end(), [&](std::uint32_t k) {
+        if (iou_tests) ++*iou_tests;
         return nms_iou_exceeds(decoded[k], decoded[i], p.iou, p.iou_shift);
       });
       if (!suppressed) kept.push_back(i);
@@ -87,6 +90,63 @@ Bytes nms_encode_result(const std::vector<NmsSelection>& selected, std::uint32_t
   }
   out.resize(nms_result_region_bytes(max_out_boxes, total_classes), 0);
   return out;
+}
+
+BlockTiming run_nms(LayerContext& ctx) {
+  using isa::Field;
+  const isa::Instruction& m = ctx.mega;
+  NmsParams p;
+  p.iou = static_cast<std::uint32_t>(m.get(Field::NMS_IOU));
+  p.iou_shift = static_cast<unsigned>(m.get(Field::NMS_IOUShift));
+  p.score_thresh = static_cast<std::int32_t>(m.get_signed(Field::NMS_ScoreThresh));
+  p.total_boxes = static_cast<std::uint32_t>(m.get(Field::NMS_TotalInBoxes));
+  p.max_out_boxes = static_cast<std::uint32_t>(m.get(Field::NMS_MaxOutBoxes));
+  p.center_format = m.get(Field::NMS_CornerCord) != 0;
+  p.total_classes = static_cast<std::uint32_t>(m.get(Field::NMS_TotalClasses));
+
+  const std::uint64_t box_bytes = nms_box_region_bytes(p.total_boxes);
+  const std::uint64_t score_bytes = nms_score_region_bytes(p.total_boxes, p.total_classes);
+  const std::uint64_t box_addr =
+      check_input_region(ctx, Field::NMS_BoxStartAddr, Field::NMS_BoxEndAddr, box_bytes);
+  const std::uint64_t score_addr =
+      check_input_region(ctx, Field::NMS_ScoreStartAddr, Field::NMS_ScoreEndAddr, score_bytes);
+  const Bytes box_raw = ctx.dram.read(box_addr, box_bytes, ctx.field_name(Field::NMS_BoxStartAddr));
+  const Bytes score_raw =
+      ctx.dram.read(score_addr, score_bytes, ctx.field_name(Field::NMS_ScoreStartAddr));
+  std::vector<NmsBoxWords> boxes(p.total_boxes);
+  for (std::size_t i = 0; i < boxes.size(); ++i)
+    for (std::size_t k = 0; k < 4; ++k) boxes[i][k] = static_cast<std::int8_t>(box_raw[4 * i + k]);
+  std::vector<std::int8_t> scores(std::size_t{p.total_boxes} * p.total_classes);
+  for (std::size_t i = 0; i < scores.size(); ++i)
+    scores[i] = static_cast<std::int8_t>(score_raw[i]);
+
+  std::uint64_t iou_tests = 0;
+  const std::vector<NmsSelection> selected = nms_select(p, boxes, scores, &iou_tests);
+  const Bytes result = nms_encode_result(selected, p.max_out_boxes, p.total_classes);
+
+  const isa::Instruction& out = ctx.require_output();
+  std::uint64_t written = 0;
+  if (out.get(Field::OutputBlock_FlatController) == 1) {
+    written = write_flat_output(ctx, result);
+  } else {
+    const std::uint64_t dim = out.get(Field::OutputBlock_ImageDimOutput);
+    if (dim != 0)
+      ctx.fail_field(Field::OutputBlock_ImageDimOutput,
+                     "is {} but NMS writes a flat {}-byte result: set FlatController = 1 and "
+                     "ImageDimOutput = {} to dispatch it, or leave both 0",
+                     dim, result.size(), result.size());
+    const std::uint64_t addr = out.get(Field::OutputBlock_OutputAddr);
+    ctx.check_dram_range(Field::OutputBlock_OutputAddr, addr, result.size());
+    ctx.dram.write(addr, result, ctx.field_name(Field::OutputBlock_OutputAddr));
+    written = result.size();
+  }
+  // One score compared per cycle, a sort of the candidates, one IoU test per cycle.
+  std::uint64_t candidates = 0;
+  for (std::int8_t s : scores) candidates += s > p.score_thresh;
+  std::uint64_t sort_cycles = 0;
+  for (std::uint64_t n = candidates; n > 1; n >>= 1) sort_cycles += candidates;
+  const std::uint64_t compute = scores.size() + sort_cycles + iou_tests;
+  return streaming_timing(compute, box_bytes + score_bytes, written);
 }
 
 }  // namespace npukit::device

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "common/bytes.h"
+#include "device/block.h"
 #include "isa/isa.h"
 
 #include <array>
@@ -50,8 +51,10 @@ struct NmsSelection {
 // (equal scores: lower box index first); a candidate is kept unless its IoU with an already kept
 // box of the same class exceeds the threshold; at most max_out_boxes per class.
 // scores are class-major: scores[c * N + i].
+// iou_tests, when given, counts the pairwise IoU tests made (for timing).
 std::vector<NmsSelection> nms_select(const NmsParams& params, std::span<const NmsBoxWords> boxes,
-                                     std::span<const std::int8_t> scores);
+                                     std::span<const std::int8_t> scores,
+                                     std::uint64_t* iou_tests = nullptr);
 
 // DRAM sizes (bytes, 32-B aligned) of the three regions for given parameters.
 std::uint64_t nms_box_region_bytes(std::uint32_t total_boxes);
@@ -62,4 +65,13 @@ std::uint64_t nms_result_region_bytes(std::uint32_t max_out_boxes, std::uint32_t
 Bytes nms_encode_result(const std::vector<NmsSelection>& selected, std::uint32_t max_out_boxes,
                         std::uint32_t total_classes);
 
+// The megablock: reads NMS fields, boxes and scores (flat int8, see docs/device-nms.md), writes
+// the result at OutputBlock.OutputAddr. The OutputBlock either carries only OutputAddr
+// (ImageDimOutput 0: nothing to dispatch) or FlatController 1 with ImageDimOutput = the result
+// region size, which lets DispatchEn send the result to the host.
+BlockTiming run_nms(LayerContext& ctx);
+
 }  // namespace npukit::device
+
+// Registers run_nms with the block registry (block.h).
+#define NPUKIT_DEVICE_RUN_NMS 1

@@ -5,10 +5,31 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <random>
 
+#include "common/error.h"
+
 namespace npukit::device {
+// Test support defined in eltwise_test.cpp (see there).
+namespace blocks_testing {
+std::size_t layout_offset(int n_sa, std::size_t pixels, std::size_t c, std::size_t p);
+std::size_t layout_bytes(int n_sa, std::size_t channels, std::size_t pixels);
+Bytes pack_activation(int n_sa, std::size_t channels, std::size_t pixels,
+                      const std::vector<std::int8_t>& planar);
+Bytes expected_activation(int n_sa, std::size_t channels, std::size_t pixels,
+                          const std::vector<std::int8_t>& planar);
+std::vector<std::int8_t> random_int8(std::size_t n, unsigned seed);
+isa::Instruction output_block(std::uint64_t out_addr, std::uint64_t kernel_itr,
+                              std::uint64_t image_dim_output, std::uint64_t oh, std::uint64_t ow);
+BlockTiming run_block(BlockFn fn, const isa::SaArch& arch, Dram& dram, Diagnostics& diag,
+                      const isa::Instruction& mega, const isa::Instruction* output,
+                      const isa::Instruction* tail);
+std::string error_of(const std::function<void()>& body);
+}  // namespace blocks_testing
 namespace {
+using namespace blocks_testing;
+using isa::Field;
 
 TEST(NmsIou, ExactThresholdAtTheBoundary) {
   // Two 10x10 boxes shifted by 5 in x: inter 50, union 150, IoU exactly 1/3.
@@ -151,6 +172,87 @@ TEST(NmsResult, EncodingIsCountThenPairsPaddedTo32) {
   EXPECT_EQ(nms_box_region_bytes(8), 32u);
   EXPECT_EQ(nms_box_region_bytes(9), 64u);
   EXPECT_EQ(nms_score_region_bytes(11, 3), 64u);
+}
+
+// The megablock: boxes and scores from DRAM, the result region at OutputAddr.
+struct NmsProgram {
+  Dram dram{1 << 20};
+  isa::Instruction mega{isa::Opcode::NMS};
+  isa::Instruction out{isa::Opcode::OutputBlock};
+};
+
+void setup_nms(NmsProgram& p, const std::vector<NmsBoxWords>& boxes,
+               const std::vector<std::int8_t>& scores, std::uint32_t classes, std::uint32_t iou,
+               unsigned shift, int score_thresh, std::uint32_t max_out, bool centre) {
+  const std::uint32_t n = static_cast<std::uint32_t>(boxes.size());
+  Bytes box_bytes, score_bytes(scores.begin(), scores.end());
+  for (const auto& b : boxes)
+    for (auto v : b) box_bytes.push_back(static_cast<std::uint8_t>(v));
+  p.dram.write(0x1000, box_bytes, "test");
+  p.dram.write(0x8000, score_bytes, "test");
+  p.mega.set(Field::NMS_IOU, iou)
+      .set(Field::NMS_IOUShift, shift)
+      .set_signed(Field::NMS_ScoreThresh, score_thresh)
+      .set(Field::NMS_TotalInBoxes, n)
+      .set(Field::NMS_MaxOutBoxes, max_out)
+      .set(Field::NMS_CornerCord, centre)
+      .set(Field::NMS_TotalClasses, classes)
+      .set(Field::NMS_BoxStartAddr, 0x1000)
+      .set(Field::NMS_BoxEndAddr, 0x1000 + ceil_mod(4 * n, 32))
+      .set(Field::NMS_ScoreStartAddr, 0x8000)
+      .set(Field::NMS_ScoreEndAddr, 0x8000 + ceil_mod(n * classes, 32));
+  p.out.set(Field::OutputBlock_OutputAddr, 0x20000);
+}
+
+TEST(NmsBlock, WritesCountAndPairsAtOutputAddr) {
+  NmsProgram p;
+  // Centre format (cx, cy, w, h): boxes 0 and 1 overlap (inter 6x8 = 48, union 80: IoU 0.6), box 2
+  // apart.
+  setup_nms(p, {{10, 10, 8, 8}, {12, 10, 8, 8}, {50, 50, 4, 4}}, {20, 30, -5, 1, 2, 3}, 2, 1, 1, 0,
+            4, true);
+  p.dram.fill(0x20000, 96, 0xEE, "test");
+  Diagnostics diag;
+  const BlockTiming t = run_block(&run_nms, isa::kArch9x8x8, p.dram, diag, p.mega, &p.out, nullptr);
+  // Class 0: box 1 (30) kept, box 0 suppressed (0.6 > 1/2), box 2 (-5) below the threshold 0.
+  // Class 1: boxes 2, 1, 0 by score; 0 is suppressed by 1.
+  const std::vector<std::uint32_t> want = {3, 0, 1, 1, 2, 1, 1};
+  const Bytes got = p.dram.read(0x20000, 96, "test");
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_EQ(load_be32(&got[4 * i]), want[i]) << i;
+  // 4 + 4 * 2 * 8 = 68 bytes -> 96, zero beyond the entries.
+  for (std::size_t i = 4 * want.size(); i < 96; ++i) EXPECT_EQ(got[i], 0) << i;
+  EXPECT_EQ(t.dram_read_bytes, 64u);
+  EXPECT_EQ(t.dram_write_bytes, 96u);
+}
+
+TEST(NmsBlock, FlatOutputBlockMakesTheResultDispatchable) {
+  NmsProgram p;
+  setup_nms(p, {{0, 0, 4, 4}}, {9}, 1, 1, 1, -128, 1, false);
+  p.out.set(Field::OutputBlock_FlatController, 1).set(Field::OutputBlock_ImageDimOutput, 32);
+  Diagnostics diag;
+  run_block(&run_nms, isa::kArch9x4x4, p.dram, diag, p.mega, &p.out, nullptr);
+  EXPECT_EQ(p.dram.read_be32(0x20000, "test"), 1u);
+  EXPECT_EQ(dispatch_size(isa::kArch9x4x4, OutputConfig::from(p.out)), 32u);
+}
+
+TEST(NmsBlock, BadFieldsNameTheInstructionAndField) {
+  NmsProgram p;
+  setup_nms(p, {{0, 0, 4, 4}, {1, 1, 5, 5}}, {9, 8}, 1, 1, 1, -128, 1, false);
+  Diagnostics diag;
+  auto run = [&] {
+    return error_of(
+        [&] { run_block(&run_nms, isa::kArch9x4x4, p.dram, diag, p.mega, &p.out, nullptr); });
+  };
+  EXPECT_EQ(run(), "");
+  p.mega.set(Field::NMS_BoxEndAddr, 0x1040);
+  std::string e = run();
+  EXPECT_NE(e.find("instruction 1 NMS.BoxEndAddr"), std::string::npos) << e;
+  p.mega.set(Field::NMS_BoxEndAddr, 0x1020).set(Field::NMS_ScoreStartAddr, 0xFFFFFFE0);
+  e = run();
+  EXPECT_NE(e.find("NMS.ScoreStartAddr"), std::string::npos) << e;
+  p.mega.set(Field::NMS_ScoreStartAddr, 0x8000);
+  p.out.set(Field::OutputBlock_ImageDimOutput, 64);
+  e = run();
+  EXPECT_NE(e.find("instruction 2 OutputBlock.ImageDimOutput"), std::string::npos) << e;
 }
 
 }  // namespace
