@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "common/error.h"
+#include "device/test_programs.h"
 
 namespace npukit::device {
 // Test support defined in eltwise_test.cpp (see there).
@@ -24,6 +25,11 @@ BlockTiming run_block(BlockFn fn, const isa::SaArch& arch, Dram& dram, Diagnosti
                       const isa::Instruction& mega, const isa::Instruction* output,
                       const isa::Instruction* tail);
 std::string error_of(const std::function<void()>& body);
+Bytes run_program_dispatch(const testing::ProgramBuilder& b, std::uint32_t input_addr,
+                           const Bytes& input, std::uint32_t dispatch_id,
+                           std::vector<Warning>* warnings);
+void add_group(testing::ProgramBuilder& b, const isa::Instruction& mega,
+               const isa::Instruction& output, const isa::Instruction* tail);
 }  // namespace blocks_testing
 namespace {
 using namespace blocks_testing;
@@ -176,6 +182,49 @@ TEST(ResizeBlock, BadFieldsNameTheInstructionAndField) {
   EXPECT_NE(e.find("RESIZE.IH"), std::string::npos) << e;
   e = run(resize_instruction(3, 2, 2, 0x100, 32), output_block(0x400, 1, 16, 2, 2));
   EXPECT_NE(e.find("OutputBlock.OH"), std::string::npos) << e;
+}
+
+// Whole programs through Device: RESIZE of the input, then CONCAT of the resized tensor with a
+// tensor of the doubled size held in a blob.
+TEST(ConcatResizeProgram, ResizeThenConcatOnEveryArray) {
+  unsigned seed = 1300;
+  for (const auto& arch : isa::kSupportedArchs) {
+    const std::size_t g = arch.n_sa, c1 = g, c2 = 3;
+    const int side = 3, big = 2 * side;
+    const auto x = random_int8(c1 * side * side, seed++);
+    const auto y = random_int8(c2 * big * big, seed++);
+    testing::ProgramBuilder b{arch, {}, {}};
+    const std::size_t in_bytes = layout_bytes(arch.n_sa, c1, side * side);
+    const std::uint32_t in = b.alloc(in_bytes);
+    const std::uint32_t other = b.add_blob(pack_activation(arch.n_sa, c2, big * big, y));
+    const std::uint32_t resized = b.alloc(layout_bytes(arch.n_sa, c1, big * big));
+    const std::uint32_t out = b.alloc(layout_bytes(arch.n_sa, c1 + c2, big * big));
+    add_group(b, resize_instruction(c1, side, side, in, in_bytes),
+              output_block(resized, ceil_div(c1, g), ceil_mod(big * big, 32 / g), big, big),
+              nullptr);
+    isa::Instruction cat(isa::Opcode::CONCAT);
+    cat.set(Field::CONCAT_InNum, 2)
+        .set(Field::CONCAT_Image1StartAddress, resized)
+        .set(Field::CONCAT_IH1, big)
+        .set(Field::CONCAT_KN1, c1)
+        .set(Field::CONCAT_Image2StartAddress, other)
+        .set(Field::CONCAT_IH2, big)
+        .set(Field::CONCAT_KN2, c2);
+    isa::Instruction ob =
+        output_block(out, ceil_div(c1 + c2, g), ceil_mod(big * big, 32 / g), big, big);
+    ob.set(Field::OutputBlock_DispatchEn, 1).set(Field::OutputBlock_DispatchID, 0xCA7);
+    add_group(b, cat, ob, nullptr);
+    b.finish();
+    std::vector<std::int8_t> want;
+    for (std::size_t ch = 0; ch < c1; ++ch)
+      for (int i = 0; i < big; ++i)
+        for (int j = 0; j < big; ++j) want.push_back(x[(ch * side + i / 2) * side + j / 2]);
+    want.insert(want.end(), y.begin(), y.end());
+    EXPECT_EQ(
+        run_program_dispatch(b, in, pack_activation(arch.n_sa, c1, side * side, x), 0xCA7, nullptr),
+        expected_activation(arch.n_sa, c1 + c2, big * big, want))
+        << arch.str();
+  }
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 #include <random>
 
 #include "common/error.h"
+#include "device/device.h"
 #include "device/tanh_engine.h"
+#include "device/test_programs.h"
 
 namespace npukit::device {
 
@@ -81,6 +83,41 @@ std::string error_of(const std::function<void()>& body) {
     return e.what();
   }
   return "";
+}
+
+// Runs a finished program on a Device of the builder's array: GML, the input packet, the start
+// packet. Returns the payload of the one dispatch frame it must produce (header and footer
+// checked); warnings, if asked for, receive the device's diagnostics.
+Bytes run_program_dispatch(const testing::ProgramBuilder& b, std::uint32_t input_addr,
+                           const Bytes& input, std::uint32_t dispatch_id,
+                           std::vector<Warning>* warnings) {
+  DeviceConfig config;
+  config.arch = b.arch;
+  config.dram_bytes = 16u << 20;
+  Device device(config);
+  device.receive_dwp(b.stream(input_addr, input));
+  EXPECT_EQ(device.stats().runs, 1u);
+  if (warnings) *warnings = device.diagnostics().warnings();
+  const Bytes frame = device.take_dispatch_output();
+  if (frame.size() < 24) {
+    ADD_FAILURE() << "no dispatch frame";
+    return {};
+  }
+  EXPECT_EQ(load_be32(&frame[0]), 0xFFFFFFFFu);
+  const std::uint32_t size = load_be32(&frame[4]);
+  EXPECT_EQ(load_be32(&frame[8]), dispatch_id);
+  EXPECT_EQ(frame.size(), size + 24u) << "exactly one frame";
+  EXPECT_EQ(load_be32(&frame[frame.size() - 12]), 0xFFFFFFFFu);
+  return Bytes(frame.begin() + 12, frame.end() - 12);
+}
+
+// Appends one megablock group (mega, OutputBlock, optional TailBlock) to a program.
+void add_group(testing::ProgramBuilder& b, const isa::Instruction& mega,
+               const isa::Instruction& output, const isa::Instruction* tail) {
+  b.instructions.push_back(mega);
+  b.instructions.push_back(output);
+  if (tail) b.instructions.push_back(*tail);
+  ++b.megablocks;
 }
 
 }  // namespace blocks_testing
@@ -329,6 +366,56 @@ TEST(EltwiseBlock, WarnsWhenAZeroPointWouldWrapOnTheBoard) {
   run_block(&run_eltwise, isa::kArch9x4x4, dram, diag, mega, &out, nullptr);
   ASSERT_EQ(diag.warnings().size(), 1u);
   EXPECT_NE(diag.warnings()[0].message.find("zero point"), std::string::npos);
+}
+
+// Whole programs: assembled with the ISA encoder, run from bytes through Device, result taken
+// from the dispatch frame.
+TEST(EltwiseProgram, EveryOperationOnEveryArray) {
+  const EltCase cases[] = {{0, 700, -1100, 0, 0, 181, 8},
+                           {1, 900, 1300, 0, 0, 150, 7},
+                           {2, 1024, 1024, 0, 0, 1, 7},
+                           {3, 3000, 0, 0, 0, 255, 1},
+                           {4, 2100, 0, 0, 0, 127, 0}};
+  unsigned seed = 700;
+  for (const auto& arch : isa::kSupportedArchs)
+    for (const auto& k : cases) {
+      const std::size_t c = 6, h = 5, w = 3, pixels = h * w;
+      const auto a = random_int8(c * pixels, seed++);
+      const auto bv = random_int8(c * pixels, seed++);
+      testing::ProgramBuilder b{arch, {}, {}};
+      const std::size_t bytes = layout_bytes(arch.n_sa, c, pixels);
+      const std::uint32_t input = b.alloc(bytes);
+      const std::uint32_t right = b.add_blob(pack_activation(arch.n_sa, c, pixels, bv));
+      const std::uint32_t out = b.alloc(bytes);
+      isa::Instruction mega(isa::Opcode::EltWise);
+      mega.set(Field::EltWise_EltType, k.type)
+          .set(Field::EltWise_IW, w)
+          .set(Field::EltWise_IH, h)
+          .set(Field::EltWise_IC, c)
+          .set(Field::EltWise_LeftOperandStartAddress, input)
+          .set(Field::EltWise_LeftOperandEndAddress, input + bytes)
+          .set(Field::EltWise_RightOperandStartAddress, right)
+          .set(Field::EltWise_RightOperandEndAddress, right + bytes)
+          .set(Field::EltWise_AScale, static_cast<std::uint32_t>(k.a_scale) & 0x3FFFF)
+          .set(Field::EltWise_BScale, static_cast<std::uint32_t>(k.b_scale) & 0x3FFFF);
+      isa::Instruction ob =
+          output_block(out, ceil_div(c, arch.n_sa), ceil_mod(pixels, 32 / arch.n_sa), h, w);
+      ob.set(Field::OutputBlock_DispatchEn, 1).set(Field::OutputBlock_DispatchID, 0xE17);
+      isa::Instruction tail(isa::Opcode::TailBlock);
+      tail.set(Field::TailBlock_QuantEn, 1)
+          .set_signed(Field::TailBlock_QuantScale, k.quant_scale)
+          .set(Field::TailBlock_QuantShift, k.quant_shift);
+      add_group(b, mega, ob, &tail);
+      b.finish();
+      const int fp_cast = k.type >= 3 ? 16 : 10;
+      std::vector<std::int8_t> want(c * pixels);
+      for (std::size_t i = 0; i < want.size(); ++i)
+        want[i] = ref_quantize(ref_lane(k, a[i], bv[i]), k.quant_scale, k.quant_shift, fp_cast);
+      EXPECT_EQ(
+          run_program_dispatch(b, input, pack_activation(arch.n_sa, c, pixels, a), 0xE17, nullptr),
+          expected_activation(arch.n_sa, c, pixels, want))
+          << arch.str() << " type " << k.type;
+    }
 }
 
 }  // namespace

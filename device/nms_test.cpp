@@ -9,6 +9,7 @@
 #include <random>
 
 #include "common/error.h"
+#include "device/test_programs.h"
 
 namespace npukit::device {
 // Test support defined in eltwise_test.cpp (see there).
@@ -26,6 +27,11 @@ BlockTiming run_block(BlockFn fn, const isa::SaArch& arch, Dram& dram, Diagnosti
                       const isa::Instruction& mega, const isa::Instruction* output,
                       const isa::Instruction* tail);
 std::string error_of(const std::function<void()>& body);
+Bytes run_program_dispatch(const testing::ProgramBuilder& b, std::uint32_t input_addr,
+                           const Bytes& input, std::uint32_t dispatch_id,
+                           std::vector<Warning>* warnings);
+void add_group(testing::ProgramBuilder& b, const isa::Instruction& mega,
+               const isa::Instruction& output, const isa::Instruction* tail);
 }  // namespace blocks_testing
 namespace {
 using namespace blocks_testing;
@@ -253,6 +259,57 @@ TEST(NmsBlock, BadFieldsNameTheInstructionAndField) {
   p.out.set(Field::OutputBlock_ImageDimOutput, 64);
   e = run();
   EXPECT_NE(e.find("instruction 2 OutputBlock.ImageDimOutput"), std::string::npos) << e;
+}
+
+// Whole program through Device: scores arrive as the input packet, boxes as a blob, the result
+// is dispatched (FlatController 1) and matches the float ONNX-style NMS of this file.
+TEST(NmsProgram, DispatchesTheSelectionOnEveryArray) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> coord(-60, 60), size(1, 50), score(-128, 127);
+  for (const auto& arch : isa::kSupportedArchs) {
+    const std::uint32_t n = 37, classes = 3, max_out = 5;
+    std::vector<NmsBoxWords> boxes;
+    Bytes box_bytes;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const int x = coord(rng), y = coord(rng);
+      boxes.push_back({static_cast<std::int8_t>(x), static_cast<std::int8_t>(y),
+                       static_cast<std::int8_t>(x + size(rng)),
+                       static_cast<std::int8_t>(y + size(rng))});
+      for (auto v : boxes.back()) box_bytes.push_back(static_cast<std::uint8_t>(v));
+    }
+    std::vector<std::int8_t> scores(n * classes);
+    for (auto& v : scores) v = static_cast<std::int8_t>(score(rng));
+    testing::ProgramBuilder b{arch, {}, {}};
+    const std::uint32_t box_addr = b.add_blob(box_bytes);
+    const std::uint32_t score_addr = b.alloc(ceil_mod(n * classes, 32));
+    const std::uint32_t out = b.alloc(nms_result_region_bytes(max_out, classes));
+    isa::Instruction mega(isa::Opcode::NMS);
+    mega.set(Field::NMS_IOU, 3)
+        .set(Field::NMS_IOUShift, 3)  // 0.375
+        .set_signed(Field::NMS_ScoreThresh, -10)
+        .set(Field::NMS_TotalInBoxes, n)
+        .set(Field::NMS_MaxOutBoxes, max_out)
+        .set(Field::NMS_TotalClasses, classes)
+        .set(Field::NMS_BoxStartAddr, box_addr)
+        .set(Field::NMS_BoxEndAddr, box_addr + ceil_mod(4 * n, 32))
+        .set(Field::NMS_ScoreStartAddr, score_addr)
+        .set(Field::NMS_ScoreEndAddr, score_addr + ceil_mod(n * classes, 32));
+    isa::Instruction ob(isa::Opcode::OutputBlock);
+    ob.set(Field::OutputBlock_OutputAddr, out)
+        .set(Field::OutputBlock_FlatController, 1)
+        .set(Field::OutputBlock_ImageDimOutput, nms_result_region_bytes(max_out, classes))
+        .set(Field::OutputBlock_OpWidth, 1)
+        .set(Field::OutputBlock_DispatchEn, 1)
+        .set(Field::OutputBlock_DispatchID, 0x4E4D53);
+    add_group(b, mega, ob, nullptr);
+    b.finish();
+    Bytes score_bytes(scores.begin(), scores.end());
+    score_bytes.resize(ceil_mod(score_bytes.size(), 32), 0);
+    const auto want = float_nms(boxes, scores, n, classes, max_out, 0.375, -10);
+    EXPECT_EQ(run_program_dispatch(b, score_addr, score_bytes, 0x4E4D53, nullptr),
+              nms_encode_result(want, max_out, classes))
+        << arch.str();
+  }
 }
 
 }  // namespace

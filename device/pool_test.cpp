@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "common/error.h"
+#include "device/test_programs.h"
 
 namespace npukit::device {
 // Test support defined in eltwise_test.cpp (see there).
@@ -24,6 +25,11 @@ BlockTiming run_block(BlockFn fn, const isa::SaArch& arch, Dram& dram, Diagnosti
                       const isa::Instruction& mega, const isa::Instruction* output,
                       const isa::Instruction* tail);
 std::string error_of(const std::function<void()>& body);
+Bytes run_program_dispatch(const testing::ProgramBuilder& b, std::uint32_t input_addr,
+                           const Bytes& input, std::uint32_t dispatch_id,
+                           std::vector<Warning>* warnings);
+void add_group(testing::ProgramBuilder& b, const isa::Instruction& mega,
+               const isa::Instruction& output, const isa::Instruction* tail);
 }  // namespace blocks_testing
 namespace {
 using namespace blocks_testing;
@@ -239,6 +245,73 @@ TEST(PoolBlock, BadFieldsNameTheInstructionAndField) {
   isa::Instruction wrong_dim = output_block(0x400, 1, 16, 1, 1);
   e = run(pool_instruction(good, 3, 2, 2, 0x100, 32), wrong_dim);
   EXPECT_NE(e.find("OutputBlock.ImageDimOutput"), std::string::npos) << e;
+}
+
+// Whole programs through Device: POOL as the first layer (with the empty TailBlock the board
+// needs) and CONV -> POOL, the chain the RTL ran.
+TEST(PoolProgram, FirstLayerAndAfterConvOnEveryArray) {
+  unsigned seed = 900;
+  for (const auto& arch : isa::kSupportedArchs) {
+    // POOL first: 3x3 stride 2 pad 1 average over 5 channels of 7x6.
+    {
+      const PoolCase p{1, 3, 3, 2, 2, 1, 1, 1, 1, false, 7282, 16};
+      const std::size_t c = 5;
+      const int h = 7, w = 6;
+      const auto x = random_int8(c * h * w, seed++);
+      int oh = 0, ow = 0;
+      const auto want = ref_pool(p, x, c, h, w, oh, ow);
+      testing::ProgramBuilder b{arch, {}, {}};
+      const std::size_t in_bytes = layout_bytes(arch.n_sa, c, h * w);
+      const std::uint32_t in = b.alloc(in_bytes);
+      const std::uint32_t out = b.alloc(layout_bytes(arch.n_sa, c, oh * ow));
+      isa::Instruction ob =
+          output_block(out, ceil_div(c, arch.n_sa), ceil_mod(oh * ow, 32 / arch.n_sa), oh, ow);
+      ob.set(Field::OutputBlock_DispatchEn, 1).set(Field::OutputBlock_DispatchID, 0x9001);
+      const isa::Instruction empty_tail(isa::Opcode::TailBlock);
+      add_group(b, pool_instruction(p, c, h, w, in, in_bytes), ob, &empty_tail);
+      b.finish();
+      std::vector<Warning> warnings;
+      EXPECT_EQ(
+          run_program_dispatch(b, in, pack_activation(arch.n_sa, c, h * w, x), 0x9001, &warnings),
+          expected_activation(arch.n_sa, c, oh * ow, want))
+          << arch.str();
+      EXPECT_TRUE(warnings.empty()) << warnings.front().text();
+    }
+    // CONV 3x3 (8 -> 6 channels, 9x7) -> POOL max 2x2 stride 2, ceil mode.
+    {
+      testing::ConvSpec conv;
+      conv.ic = 8;
+      conv.ih = 9;
+      conv.iw = 7;
+      conv.kn = 6;
+      conv.quant_scale = 3;
+      conv.quant_shift = 9;
+      testing::fill_random(conv, seed++);
+      testing::ProgramBuilder b{arch, {}, {}};
+      const std::uint32_t in = b.alloc(layout_bytes(arch.n_sa, conv.ic, conv.ih * conv.iw));
+      const int ch = conv.oh(), cw = conv.ow();
+      const std::uint32_t mid = b.alloc(layout_bytes(arch.n_sa, conv.kn, ch * cw));
+      b.add_conv(conv, in, mid);
+      const PoolCase p{0, 2, 2, 2, 2, 0, 0, 0, 0, true, 0, 0};
+      std::vector<std::int8_t> conv_out;
+      for (std::int32_t v : testing::ref_conv(conv))
+        conv_out.push_back(static_cast<std::int8_t>(v));
+      int oh = 0, ow = 0;
+      const auto want = ref_pool(p, conv_out, conv.kn, ch, cw, oh, ow);
+      const std::uint32_t out = b.alloc(layout_bytes(arch.n_sa, conv.kn, oh * ow));
+      isa::Instruction ob = output_block(out, ceil_div(conv.kn, arch.n_sa),
+                                         ceil_mod(oh * ow, 32 / arch.n_sa), oh, ow);
+      ob.set(Field::OutputBlock_DispatchEn, 1).set(Field::OutputBlock_DispatchID, 0x9002);
+      add_group(
+          b, pool_instruction(p, conv.kn, ch, cw, mid, layout_bytes(arch.n_sa, conv.kn, ch * cw)),
+          ob, nullptr);
+      b.finish();
+      const Bytes input = testing::pack_activation(arch, conv.ic, conv.ih * conv.iw, conv.x);
+      EXPECT_EQ(run_program_dispatch(b, in, input, 0x9002, nullptr),
+                expected_activation(arch.n_sa, conv.kn, oh * ow, want))
+          << arch.str();
+    }
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "common/error.h"
+#include "device/test_programs.h"
 
 namespace npukit::device {
 // Test support defined in eltwise_test.cpp (see there).
@@ -23,6 +24,11 @@ BlockTiming run_block(BlockFn fn, const isa::SaArch& arch, Dram& dram, Diagnosti
                       const isa::Instruction& mega, const isa::Instruction* output,
                       const isa::Instruction* tail);
 std::string error_of(const std::function<void()>& body);
+Bytes run_program_dispatch(const testing::ProgramBuilder& b, std::uint32_t input_addr,
+                           const Bytes& input, std::uint32_t dispatch_id,
+                           std::vector<Warning>* warnings);
+void add_group(testing::ProgramBuilder& b, const isa::Instruction& mega,
+               const isa::Instruction& output, const isa::Instruction* tail);
 }  // namespace blocks_testing
 namespace {
 using namespace blocks_testing;
@@ -126,6 +132,33 @@ TEST(TransposeBlock, BadFieldsNameTheInstructionAndField) {
   e = run(flat_mega(isa::Opcode::TRANSPOSE, 3, 2, 2, 0x10000), flat_output(0x400, 32));
   EXPECT_NE(e.find("TRANSPOSE.ImageStartAddress"), std::string::npos) << e;
   EXPECT_NE(e.find("outside"), std::string::npos) << e;
+}
+
+// Whole programs through Device: TRANSPOSE and RESHAPE of the input, dispatched as flat bytes.
+TEST(TransposeProgram, DispatchesFlatBytesOnEveryArray) {
+  unsigned seed = 1100;
+  for (const auto& arch : isa::kSupportedArchs)
+    for (const isa::Opcode op : {isa::Opcode::TRANSPOSE, isa::Opcode::RESHAPE}) {
+      const int c = 7, h = 3, w = 5;
+      const auto x = random_int8(c * h * w, seed++);
+      testing::ProgramBuilder b{arch, {}, {}};
+      const std::uint32_t in = b.alloc(layout_bytes(arch.n_sa, c, h * w));
+      const std::size_t flat = ceil_mod(c * h * w, 32);
+      const std::uint32_t out = b.alloc(flat);
+      isa::Instruction ob = flat_output(out, flat);
+      ob.set(Field::OutputBlock_DispatchEn, 1).set(Field::OutputBlock_DispatchID, 0x7777);
+      add_group(b, flat_mega(op, c, h, w, in), ob, nullptr);
+      b.finish();
+      Bytes want(flat, 0);
+      for (int ch = 0; ch < c; ++ch)
+        for (int p = 0; p < h * w; ++p)
+          want[op == isa::Opcode::TRANSPOSE ? p * c + ch : ch * h * w + p] =
+              static_cast<std::uint8_t>(x[ch * h * w + p]);
+      EXPECT_EQ(
+          run_program_dispatch(b, in, pack_activation(arch.n_sa, c, h * w, x), 0x7777, nullptr),
+          want)
+          << arch.str() << " " << isa::name(op);
+    }
 }
 
 }  // namespace
