@@ -417,6 +417,13 @@ AvgPoolScale avgpool2d_scale_shift(int window_pixels) {
   const unsigned q = unsigned(31 - c - 6);
   const std::uint32_t g = 0x80000000u / unsigned(window_pixels);  // 2^31 div n
   const std::uint32_t h = std::uint32_t(rshr_round(g, int(q)));
+  if (h > 127) {
+    // lib_nn stores the scale as int8: 128 would become -128 and negate every average.
+    fail(
+        "avgpool2d: a {}-pixel window rounds lib_nn's scale to {}, which does not fit its int8 "
+        "scale (lib_nn asserts scale < 128); use a window with a different pixel count",
+        window_pixels, h);
+  }
   return {int(h), c + 6};
 }
 
