@@ -16,6 +16,7 @@ const KernelTable& kernels() {
   static const KernelTable table = [] {
     KernelTable t;
     add_float_kernels(t);
+    add_extra_kernels(t);
     add_quant_kernels(t);
     add_gati_kernels(t);
     return t;

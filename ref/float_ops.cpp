@@ -640,12 +640,14 @@ Outputs cast(const ir::Node& node, const OpInputs& in) {
 
 // ---- Resize -----------------------------------------------------------------------------------
 
+// ONNX's coordinate transforms; the "resized length" is in_len * scale, unrounded, as in ONNX.
 double source_coordinate(const std::string& mode, double out_coord, double scale,
-                         std::int64_t in_len, std::int64_t out_len) {
+                         std::int64_t in_len) {
+  const double resized = double(in_len) * scale;
   if (mode == "half_pixel") return (out_coord + 0.5) / scale - 0.5;
-  if (mode == "pytorch_half_pixel") return out_len > 1 ? (out_coord + 0.5) / scale - 0.5 : 0.0;
+  if (mode == "pytorch_half_pixel") return resized > 1 ? (out_coord + 0.5) / scale - 0.5 : 0.0;
   if (mode == "align_corners")
-    return out_len > 1 ? out_coord * (in_len - 1) / double(out_len - 1) : 0.0;
+    return resized > 1 ? out_coord * double(in_len - 1) / (resized - 1) : 0.0;
   if (mode == "asymmetric") return out_coord / scale;
   if (mode == "tf_half_pixel_for_nn") return (out_coord + 0.5) / scale;
   fail("coordinate_transformation_mode '{}' is not supported", mode);
@@ -712,9 +714,8 @@ Outputs resize(const ir::Node& node, const OpInputs& in, std::int64_t opset) {
         map[d].push_back(
             x.shape[d] == shape[d] && scales[d] == 1.0
                 ? o
-                : nearest_index(
-                      nearest, source_coordinate(coord, double(o), scales[d], x.shape[d], shape[d]),
-                      x.shape[d]));
+                : nearest_index(nearest, source_coordinate(coord, double(o), scales[d], x.shape[d]),
+                                x.shape[d]));
     std::vector<std::int64_t> strides(rank), idx(rank, 0);
     for (std::int64_t d = rank - 1, s = 1; d >= 0; --d) strides[d] = s, s *= x.shape[d];
     for (std::int64_t i = 0; i < ir::element_count(shape); ++i) {
@@ -741,8 +742,8 @@ Outputs resize(const ir::Node& node, const OpInputs& in, std::int64_t opset) {
   auto taps = [&](std::int64_t in_len, std::int64_t out_len, double scale) {
     std::vector<Tap> t;
     for (std::int64_t o = 0; o < out_len; ++o) {
-      double s = std::clamp(source_coordinate(coord, double(o), scale, in_len, out_len), 0.0,
-                            double(in_len - 1));
+      double s =
+          std::clamp(source_coordinate(coord, double(o), scale, in_len), 0.0, double(in_len - 1));
       std::int64_t lo = static_cast<std::int64_t>(std::floor(s));
       t.push_back({lo, std::min(lo + 1, in_len - 1), s - double(lo)});
     }
@@ -805,6 +806,8 @@ void add_float_kernels(KernelTable& t) {
   onnx("Dropout", [](const ir::Node& node, const OpInputs& in) {
     if (node.outputs.size() > 1 && !node.outputs[1].empty())
       fail("the mask output is not supported");
+    if (const Tensor* training = in.optional(2))
+      if (ir::to_int64_vector(*training).at(0) != 0) fail("training mode is not supported");
     return one(in.at(0));
   });
   onnx("Slice", slice);

@@ -34,5 +34,6 @@ using KernelTable = std::map<std::pair<std::string, std::string>, Kernel>;  // (
 void add_gati_kernels(KernelTable& table);
 void add_float_kernels(KernelTable& table);
 void add_quant_kernels(KernelTable& table);
+void add_extra_kernels(KernelTable& table);
 
 }  // namespace npukit::ref

@@ -42,9 +42,9 @@ const float* float_data(const ir::Tensor& t, const char* what) {
 }
 
 std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank, const char* what, bool extra) {
-  const std::int64_t limit = extra ? rank + 1 : rank;
-  if (axis < -limit || axis >= limit) fail("{} {} is out of range for rank {}", what, axis, rank);
-  return axis < 0 ? axis + limit : axis;
+  const std::int64_t top = extra ? rank : rank - 1;  // Flatten's axis may equal the rank
+  if (axis < -rank || axis > top) fail("{} {} is out of range for rank {}", what, axis, rank);
+  return axis < 0 ? axis + rank : axis;
 }
 
 ir::Shape WindowGeometry::output_shape(std::int64_t n, std::int64_t c) const {
@@ -57,7 +57,7 @@ WindowGeometry window_geometry(const ir::Node& node, const ir::Shape& x_shape,
                                bool ceil_allowed) {
   const std::size_t spatial = x_shape.size() >= 2 ? x_shape.size() - 2 : 0;
   if (spatial != 1 && spatial != 2)
-    fail("input shape {}: only 1-D and 2-D spatial inputs are supported",
+    fail("input shape {}: {}-D spatial inputs are not supported (1-D and 2-D are)", spatial,
          ir::shape_string(x_shape));
   auto kernel = node.get_ints("kernel_shape", kernel_from_weights);
   auto strides = node.get_ints("strides", std::vector<std::int64_t>(spatial, 1));

@@ -47,7 +47,8 @@ void check_data(const ir::Tensor& t, const char* what);
 // A tensor must be float32 here.
 const float* float_data(const ir::Tensor& t, const char* what);
 
-// ONNX's axis normalization: axis in [-rank, rank) (or [-rank-1, rank] with `extra`).
+// ONNX's axis normalization: axis in [-rank, rank) (or [-rank, rank] with `extra`), negative
+// values counting from the end.
 std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank, const char* what,
                             bool extra = false);
 
