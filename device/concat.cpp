@@ -55,8 +55,9 @@ BlockTiming run_concat(LayerContext& ctx) {
   }
   require_int8_output(ctx);
   check_output_dims(ctx, side, side);
-  const std::vector<std::int32_t> values(planar.begin(), planar.end());
   const ActivationLayout out_layout = ActivationLayout::for_arch(ctx.arch, channels, pixels);
+  check_output_fits(ctx, out_layout.bytes());
+  const std::vector<std::int32_t> values(planar.begin(), planar.end());
   const std::uint64_t written = write_activation_output(ctx, out_layout, values);
   // A streaming copy; switching to the next input costs one more read latency.
   const std::uint64_t compute = dram_beats(written) + (inputs - 1) * kDramReadLatencyCycles;

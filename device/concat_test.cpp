@@ -182,6 +182,10 @@ TEST(ResizeBlock, BadFieldsNameTheInstructionAndField) {
   EXPECT_NE(e.find("RESIZE.IH"), std::string::npos) << e;
   e = run(resize_instruction(3, 2, 2, 0x100, 32), output_block(0x400, 1, 16, 2, 2));
   EXPECT_NE(e.find("OutputBlock.OH"), std::string::npos) << e;
+  // The output region is checked before anything is computed.
+  e = run(resize_instruction(3, 2, 2, 0x100, 32), output_block(0xFFE0, 1, 16, 4, 4));
+  EXPECT_NE(e.find("instruction 2 OutputBlock.OutputAddr"), std::string::npos) << e;
+  EXPECT_NE(e.find("outside"), std::string::npos) << e;
 }
 
 // Whole programs through Device: RESIZE of the input, then CONCAT of the resized tensor with a

@@ -3,6 +3,8 @@
 #include "common/error.h"
 #include "device/tanh_engine.h"
 
+#include <algorithm>
+
 namespace npukit::device {
 
 using isa::EltType;
@@ -110,6 +112,11 @@ void check_output_dims(const LayerContext& ctx, std::uint64_t oh, std::uint64_t 
                    isa::name(ctx.mega.opcode()), ow);
 }
 
+void check_output_fits(const LayerContext& ctx, std::uint64_t bytes) {
+  ctx.check_dram_range(Field::OutputBlock_OutputAddr,
+                       ctx.require_output().get(Field::OutputBlock_OutputAddr), bytes);
+}
+
 void require_int8_output(const LayerContext& ctx) {
   const std::uint64_t width = ctx.require_output().get(Field::OutputBlock_OpWidth);
   if (width != 1)
@@ -154,6 +161,10 @@ BlockTiming run_eltwise(LayerContext& ctx) {
     check_output_dims(ctx, ih, iw);
   const std::uint64_t pixels = layout.pixels;
   const std::uint64_t out_pixels = tail.output_pixels(pixels);
+  const ActivationLayout out_layout = ActivationLayout::for_arch(ctx.arch, ic, out_pixels);
+  check_output_fits(
+      ctx, out_layout.bytes() *
+               std::max<std::uint64_t>(1, ctx.require_output().get(Field::OutputBlock_OpWidth)));
   std::vector<std::int32_t> lanes(pixels);
   std::vector<std::int32_t> out(ic * out_pixels);
   std::uint64_t wrapped = 0;
@@ -174,7 +185,6 @@ BlockTiming run_eltwise(LayerContext& ctx) {
                               "the model computes the exact difference",
                               ctx.where(), wrapped));
 
-  const ActivationLayout out_layout = ActivationLayout::for_arch(ctx.arch, ic, out_pixels);
   const std::uint64_t written = write_activation_output(ctx, out_layout, out);
   const std::uint64_t n_sa = static_cast<std::uint64_t>(ctx.arch.n_sa);
   const std::uint64_t compute =

@@ -63,6 +63,9 @@ std::uint64_t check_input_region(const LayerContext& ctx, isa::Field start, isa:
 std::uint64_t check_input_start(const LayerContext& ctx, isa::Field start, std::uint64_t bytes);
 // OutputBlock OH/OW, when non-zero, must equal the megablock's own output size.
 void check_output_dims(const LayerContext& ctx, std::uint64_t oh, std::uint64_t ow);
+// The output region [OutputAddr, OutputAddr + bytes) must lie inside DRAM; checked before any
+// work so a huge bogus output never gets computed.
+void check_output_fits(const LayerContext& ctx, std::uint64_t bytes);
 // Blocks that move int8 bytes unchanged (pool, concat, resize) write OpWidth 1 only.
 void require_int8_output(const LayerContext& ctx);
 

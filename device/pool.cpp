@@ -111,6 +111,9 @@ BlockTiming run_pool(LayerContext& ctx) {
                                                    Field::POOL_ImageEndAddress, in_layout.bytes());
   require_int8_output(ctx);
   check_output_dims(ctx, s.oh, s.ow);
+  const std::uint64_t in_pixels = s.ih * s.iw, out_pixels = s.oh * s.ow;
+  const ActivationLayout out_layout = ActivationLayout::for_arch(ctx.arch, ic, out_pixels);
+  check_output_fits(ctx, out_layout.bytes());
   if (!tail_is_empty(ctx.tail))
     ctx.diag.warn(ctx.layer_number,
                   fmt::format("{}: the POOL megablock writes its result directly; the fields of "
@@ -119,12 +122,10 @@ BlockTiming run_pool(LayerContext& ctx) {
 
   const std::vector<std::int8_t> in =
       read_activation(ctx, Field::POOL_ImageStartAddress, in_addr, in_layout);
-  const std::uint64_t in_pixels = s.ih * s.iw, out_pixels = s.oh * s.ow;
   std::vector<std::int32_t> out(ic * out_pixels);
   for (std::uint64_t c = 0; c < ic; ++c)
     pool_plane(s, std::span<const std::int8_t>(in).subspan(c * in_pixels, in_pixels),
                std::span<std::int32_t>(out).subspan(c * out_pixels, out_pixels));
-  const ActivationLayout out_layout = ActivationLayout::for_arch(ctx.arch, ic, out_pixels);
   const std::uint64_t written = write_activation_output(ctx, out_layout, out);
 
   // Timing: N_SA channels in parallel; the im2col feeds ROW window values per cycle, so one

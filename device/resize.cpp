@@ -22,14 +22,15 @@ BlockTiming run_resize(LayerContext& ctx) {
                                                 Field::RESIZE_ImageEndAddress, in_layout.bytes());
   require_int8_output(ctx);
   check_output_dims(ctx, 2 * ih, 2 * iw);
+  const std::uint64_t in_pixels = ih * iw, out_pixels = 4 * in_pixels;
+  const ActivationLayout out_layout = ActivationLayout::for_arch(ctx.arch, ic, out_pixels);
+  check_output_fits(ctx, out_layout.bytes());
   const std::vector<std::int8_t> in =
       read_activation(ctx, Field::RESIZE_ImageStartAddress, addr, in_layout);
-  const std::uint64_t in_pixels = ih * iw, out_pixels = 4 * in_pixels;
   std::vector<std::int32_t> out(ic * out_pixels);
   for (std::uint64_t c = 0; c < ic; ++c)
     upsample2x_plane(std::span<const std::int8_t>(in).subspan(c * in_pixels, in_pixels), ih, iw,
                      std::span<std::int32_t>(out).subspan(c * out_pixels, out_pixels));
-  const ActivationLayout out_layout = ActivationLayout::for_arch(ctx.arch, ic, out_pixels);
   const std::uint64_t written = write_activation_output(ctx, out_layout, out);
   // Each input row is written into BRAM once and read out twice, each element twice: the output
   // side runs at one 32-byte word per cycle, the input side overlaps with it.
