@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "ir/tensor_util.h"
 #include "ref/gati_tanh.h"
+#include "ref/onnx_common.h"
 
 namespace npukit::ref::gati {
 
@@ -113,39 +114,24 @@ Tensor conv(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* 
       fail("{}: accumulant shape {} differs from the output shape {}", op,
            ir::shape_string(acc_in->shape), ir::shape_string({n, kn, oh, ow}));
   }
-  const auto* xp = x.as<std::int8_t>();
-  const auto* wp = w.as<std::int8_t>();
-  const std::int64_t kn_per_group = kn / p.group;
+  // The plain NCHW convolution loop shared with the ONNX kernels (ref/onnx_common.h), in exact
+  // 64-bit integers with zero padding.
+  WindowGeometry g;
+  g.in_h = h, g.in_w = wd, g.out_h = oh, g.out_w = ow, g.kernel_h = kh, g.kernel_w = kw;
+  g.stride_h = p.stride_h, g.stride_w = p.stride_w;
+  g.pad_top = p.pad_top, g.pad_left = p.pad_left, g.pad_bottom = p.pad_bottom,
+  g.pad_right = p.pad_right;
   std::vector<std::int64_t> acc(static_cast<std::size_t>(n * kn * oh * ow), 0);
-  for (std::int64_t b = 0; b < n; ++b) {
-    for (std::int64_t k = 0; k < kn; ++k) {
-      std::int64_t* out = acc.data() + (b * kn + k) * oh * ow;
-      const std::int64_t first_channel = (k / kn_per_group) * kc;
-      for (std::int64_t ci = 0; ci < kc; ++ci) {
-        const std::int8_t* plane = xp + (b * c + first_channel + ci) * h * wd;
-        for (std::int64_t i = 0; i < kh; ++i) {
-          for (std::int64_t j = 0; j < kw; ++j) {
-            const std::int64_t weight = wp[((k * kc + ci) * kh + i) * kw + j];
-            if (weight == 0) continue;
-            for (std::int64_t oy = 0; oy < oh; ++oy) {
-              const std::int64_t iy = oy * p.stride_h - p.pad_top + i;
-              if (iy < 0 || iy >= h) continue;  // zero padding
-              for (std::int64_t ox = 0; ox < ow; ++ox) {
-                const std::int64_t ix = ox * p.stride_w - p.pad_left + j;
-                if (ix < 0 || ix >= wd) continue;
-                out[oy * ow + ox] += weight * plane[iy * wd + ix];
-              }
-            }
-          }
-        }
-      }
-      // Accumulant add, then bias add (gati.md 7.2).
+  convolve<std::int8_t, std::int8_t, std::int64_t>(x.as<std::int8_t>(), w.as<std::int8_t>(),
+                                                   acc.data(), n, c, kn, p.group, g, 0, {0});
+  // Accumulant add, then bias add (gati.md 7.2).
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t k = 0; k < kn; ++k)
       for (std::int64_t i = 0; i < oh * ow; ++i) {
-        if (acc_in) out[i] += acc_in->as<std::int32_t>()[(b * kn + k) * oh * ow + i];
-        if (bias) out[i] += bias->as<std::int32_t>()[k];
+        const std::int64_t at = (b * kn + k) * oh * ow + i;
+        if (acc_in) acc[at] += acc_in->as<std::int32_t>()[at];
+        if (bias) acc[at] += bias->as<std::int32_t>()[k];
       }
-    }
-  }
   return finish_tail(acc, {n, kn, oh, ow}, p.tail, 0, op);
 }
 
