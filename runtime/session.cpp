@@ -1,0 +1,244 @@
+#include "runtime/session.h"
+
+#include "common/error.h"
+#include "common/npy.h"
+#include "ir/tensor_util.h"
+#include "isa/dispatch.h"
+#include "isa/dwp.h"
+#include "isa/host_layout.h"
+#include "isa/meta.h"
+#include "onnx/onnx_io.h"
+
+#include <fmt/core.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+namespace npukit::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_activation(const isa::ManifestTensor& t) { return t.layout == "activation"; }
+
+// Channels, height, width of one image of an activation tensor [N, C, H, W].
+struct Chw {
+  std::int64_t c, h, w;
+};
+Chw chw_of(const isa::ManifestTensor& t) {
+  if (t.shape.size() != 4)
+    fail("manifest tensor '{}': activation layout needs a 4-D NCHW shape, got {} dimensions",
+         t.name, t.shape.size());
+  return {t.shape[1], t.shape[2], t.shape[3]};
+}
+
+std::int64_t per_image_elements(const isa::ManifestTensor& t) {
+  std::int64_t n = 1;
+  for (std::size_t i = 1; i < t.shape.size(); ++i) n *= t.shape[i];
+  return n;
+}
+
+// Bytes one image of `t` occupies in DRAM.
+std::uint64_t device_bytes(const isa::ManifestTensor& t, const isa::SaArch& arch) {
+  if (is_activation(t)) {
+    auto [c, h, w] = chw_of(t);
+    return isa::activation_bytes(c, h, w, arch);
+  }
+  return isa::vector_bytes(per_image_elements(t));
+}
+
+ir::Graph load_subgraph(const std::string& dir, const isa::ManifestSubgraph& sg) {
+  const fs::path path = fs::path(dir) / sg.file;
+  if (!fs::exists(path))
+    fail("{}: host subgraph '{}' named in manifest.json is missing (recompile the model)", dir,
+         sg.file);
+  return onnxio::load_onnx(path.string());
+}
+
+}  // namespace
+
+ir::Tensor quantize_to_int8(const ir::Tensor& t, double scale, std::int64_t zero_point) {
+  if (!(scale > 0)) fail("tensor '{}': cannot quantize with scale {}", t.name, scale);
+  std::vector<float> values = ir::to_float_vector(t);
+  std::vector<std::int8_t> q(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    double v = std::nearbyint(static_cast<double>(values[i]) / scale) + double(zero_point);
+    q[i] = static_cast<std::int8_t>(std::clamp(v, -128.0, 127.0));
+  }
+  return ir::make_tensor(t.shape, q, t.name);
+}
+
+Session::Session(const std::string& dir, SessionOptions options) : dir_(dir) {
+  const fs::path manifest_path = fs::path(dir) / "manifest.json";
+  if (!fs::exists(manifest_path))
+    fail("{}: no manifest.json (compile the model first: npukit compile MODEL.onnx -o {})", dir,
+         dir);
+  manifest_ = isa::load_manifest(manifest_path.string());
+  arch_ = manifest_.arch();
+  gml_ = read_file_bytes((fs::path(dir) / manifest_.gml).string());
+  if (manifest_.host_before) host_before_ = load_subgraph(dir, *manifest_.host_before);
+  if (manifest_.host_after) host_after_ = load_subgraph(dir, *manifest_.host_after);
+  device::DeviceConfig config;
+  config.arch = arch_;
+  config.dram_bytes = manifest_.ramsize_mb << 20;
+  config.warnings = options.warnings;
+  transport_ = open_transport(options.transport, config);
+  send_program();
+}
+
+Session::~Session() = default;
+
+void Session::send_program() {
+  Bytes meta;
+  isa::append_meta_reset(meta);
+  isa::append_meta_dispatch(meta, isa::DispatchTarget::kRah);
+  isa::append_meta_payload_size(meta, static_cast<std::uint32_t>(gml_.size()));
+  transport_->write(kAppMeta, meta);
+  transport_->write(kAppDwp, gml_);
+}
+
+ref::TensorMap Session::run_device(const ref::TensorMap& device_inputs, std::int64_t batch,
+                                   RunResult& result) {
+  std::map<std::uint32_t, const isa::ManifestTensor*> by_id;
+  for (const auto& out : manifest_.device_outputs) {
+    if (!out.dispatch_id)
+      fail("manifest: device output '{}' has no dispatch id, so the device never sends it back",
+           out.name);
+    by_id[*out.dispatch_id] = &out;
+  }
+  std::map<std::string, std::vector<std::int8_t>> gathered;  // output name -> all images
+
+  for (std::int64_t n = 0; n < batch; ++n) {
+    Bytes stream;
+    for (const auto& in : manifest_.device_inputs) {
+      const ir::Tensor& t = device_inputs.at(in.name);
+      const std::int64_t per_image = per_image_elements(in);
+      std::span<const std::int8_t> image(t.as<std::int8_t>() + n * per_image,
+                                         static_cast<std::size_t>(per_image));
+      Bytes packed;
+      if (is_activation(in)) {
+        auto [c, h, w] = chw_of(in);
+        packed = isa::pack_activation(image, c, h, w, arch_);
+      } else {
+        packed = isa::pack_vector(image);
+      }
+      isa::append_dwp_packet(stream, in.address, packed);
+    }
+    isa::append_dwp_start(stream);
+    Bytes meta;
+    isa::append_meta_payload_size(meta, static_cast<std::uint32_t>(stream.size()));
+    transport_->write(kAppMeta, meta);
+    transport_->write(kAppDwp, stream);
+
+    for (std::size_t k = 0; k < by_id.size(); ++k) {
+      Bytes header = transport_->read(kAppDwp, isa::kDispatchHeaderBytes);
+      const std::uint32_t size = load_be32(header.data() + 4);
+      const std::uint32_t id = load_be32(header.data() + 8);
+      Bytes rest = transport_->read(kAppDwp, size + isa::kDispatchFooterBytes);
+      header.insert(header.end(), rest.begin(), rest.end());
+      auto frames = isa::parse_dispatch_frames(header);  // validates SOF, size and footer
+      auto it = by_id.find(id);
+      if (it == by_id.end())
+        fail("the device dispatched id 0x{:X}, which the manifest does not list", id);
+      const isa::ManifestTensor& out = *it->second;
+      const ByteSpan payload = frames.front().payload;
+      if (payload.size() < device_bytes(out, arch_))
+        fail("dispatch for '{}' holds {} bytes, expected {}", out.name, payload.size(),
+             device_bytes(out, arch_));
+      std::vector<std::int8_t> values;
+      if (is_activation(out)) {
+        auto [c, h, w] = chw_of(out);
+        values = isa::unpack_activation(payload, c, h, w, arch_);
+      } else {
+        const auto count = static_cast<std::size_t>(per_image_elements(out));
+        values.assign(reinterpret_cast<const std::int8_t*>(payload.data()),
+                      reinterpret_cast<const std::int8_t*>(payload.data()) + count);
+      }
+      auto& all = gathered[out.name];
+      all.insert(all.end(), values.begin(), values.end());
+    }
+    if (device::Device* d = transport_->local_device()) {
+      const auto& stats = d->stats();
+      result.device_cycles += stats.total_cycles;
+      result.layers.clear();
+      for (std::size_t i = 0; i < stats.layers.size(); ++i) {
+        const auto& l = stats.layers[i];
+        LayerCycles lc;
+        lc.opcode = std::string(isa::name(l.opcode));
+        lc.name = i < manifest_.layers.size() ? manifest_.layers[i].name : lc.opcode;
+        lc.cycles = l.timing.cycles;
+        result.layers.push_back(lc);
+      }
+    }
+  }
+
+  ref::TensorMap outputs;
+  for (const auto& out : manifest_.device_outputs) {
+    ir::Shape shape = out.shape;
+    shape[0] = batch;
+    outputs[out.name] = ir::make_tensor(shape, gathered[out.name], out.name);
+  }
+  return outputs;
+}
+
+RunResult Session::run(const ref::TensorMap& inputs) {
+  RunResult result;
+  ref::TensorMap values;
+  std::int64_t batch = -1;
+  for (const auto& in : manifest_.inputs) {
+    auto it = inputs.find(in.name);
+    if (it == inputs.end())
+      fail("missing input '{}' (the model's inputs: see manifest.json)", in.name);
+    const ir::Tensor& t = it->second;
+    if (t.shape.size() != in.shape.size())
+      fail("input '{}': shape {} has {} dimensions, the model expects {}", in.name,
+           ir::shape_string(t.shape), t.shape.size(), ir::shape_string(in.shape));
+    for (std::size_t d = 1; d < t.shape.size(); ++d)
+      if (in.shape[d] > 0 && t.shape[d] != in.shape[d])
+        fail("input '{}': shape {} does not match the model's {}", in.name,
+             ir::shape_string(t.shape), ir::shape_string(in.shape));
+    if (batch >= 0 && t.shape[0] != batch)
+      fail("input '{}': batch {} differs from the other inputs' {}", in.name, t.shape[0], batch);
+    batch = t.shape.empty() ? 1 : t.shape[0];
+    values[in.name] = t;
+  }
+  if (batch <= 0) fail("inputs have an empty batch");
+
+  if (host_before_) {
+    ref::TensorMap feeds;
+    for (const auto& name : host_before_->inputs) feeds[name] = values.at(name);
+    for (auto& [name, t] : ref::run_graph(*host_before_, feeds)) values[name] = std::move(t);
+  }
+
+  ref::TensorMap device_in;
+  for (const auto& in : manifest_.device_inputs) {
+    auto it = values.find(in.name);
+    if (it == values.end()) fail("device input '{}' was not produced by the host", in.name);
+    ir::Tensor t = it->second;
+    if (t.dtype == ir::DType::kFloat32) t = quantize_to_int8(t, in.scale, in.zero_point);
+    if (t.dtype != ir::DType::kInt8)
+      fail("device input '{}' is {}, the device takes int8", in.name, ir::dtype_name(t.dtype));
+    if (ir::element_count(t.shape) != batch * per_image_elements(in))
+      fail("device input '{}': {} elements, expected {} per image", in.name,
+           ir::element_count(t.shape), per_image_elements(in));
+    device_in[in.name] = std::move(t);
+  }
+
+  result.device_outputs = run_device(device_in, batch, result);
+  for (const auto& [name, t] : result.device_outputs) values[name] = t;
+
+  if (host_after_) {
+    ref::TensorMap feeds;
+    for (const auto& name : host_after_->inputs) feeds[name] = values.at(name);
+    for (auto& [name, t] : ref::run_graph(*host_after_, feeds)) values[name] = std::move(t);
+  }
+  for (const auto& out : manifest_.outputs) {
+    auto it = values.find(out.name);
+    if (it == values.end()) fail("model output '{}' was not produced", out.name);
+    result.outputs[out.name] = it->second;
+  }
+  return result;
+}
+
+}  // namespace npukit::runtime
