@@ -313,6 +313,40 @@ TEST(EltwiseBlock, MatchesPlainNchwOnEveryArrayAndOperation) {
     }
 }
 
+TEST(EltwiseBlock, Int32OutputWithoutQuantizer) {
+  // QuantEn 0 and OpWidth 4: the lane values themselves, big-endian int32 at 4 * offset.
+  const isa::SaArch arch = isa::kArch9x4x4;
+  const std::size_t c = 5, pixels = 6;
+  const auto a = random_int8(c * pixels, 77), b = random_int8(c * pixels, 78);
+  const std::size_t bytes = layout_bytes(arch.n_sa, c, pixels);
+  Dram dram(1 << 20);
+  dram.write(0x1000, pack_activation(arch.n_sa, c, pixels, a), "test");
+  dram.write(0x2000, pack_activation(arch.n_sa, c, pixels, b), "test");
+  isa::Instruction mega(isa::Opcode::EltWise);
+  mega.set(Field::EltWise_EltType, 1)
+      .set(Field::EltWise_IW, 3)
+      .set(Field::EltWise_IH, 2)
+      .set(Field::EltWise_IC, c)
+      .set(Field::EltWise_LeftOperandStartAddress, 0x1000)
+      .set(Field::EltWise_LeftOperandEndAddress, 0x1000 + bytes)
+      .set(Field::EltWise_RightOperandStartAddress, 0x2000)
+      .set(Field::EltWise_RightOperandEndAddress, 0x2000 + bytes)
+      .set(Field::EltWise_AScale, 1000)
+      .set(Field::EltWise_BScale, 0x3FFFF & static_cast<std::uint32_t>(-77));
+  isa::Instruction ob = output_block(0x8000, 2, 8, 2, 3);
+  ob.set(Field::OutputBlock_OpWidth, 4);
+  const isa::Instruction empty_tail(isa::Opcode::TailBlock);
+  Diagnostics diag;
+  run_block(&run_eltwise, arch, dram, diag, mega, &ob, &empty_tail);
+  Bytes want(4 * bytes, 0);
+  for (std::size_t ch = 0; ch < c; ++ch)
+    for (std::size_t p = 0; p < pixels; ++p) {
+      const std::int32_t v = a[ch * pixels + p] * 1000 - b[ch * pixels + p] * -77;
+      store_be32(&want[4 * layout_offset(arch.n_sa, pixels, ch, p)], static_cast<std::uint32_t>(v));
+    }
+  EXPECT_EQ(dram.read(0x8000, 4 * bytes, "test"), want);
+}
+
 isa::Instruction small_eltwise(int type) {
   isa::Instruction mega(isa::Opcode::EltWise);
   mega.set(Field::EltWise_EltType, type)
