@@ -123,15 +123,17 @@ Outputs dequantize_linear(const ir::Node& node, const OpInputs& in) {
   return one(std::move(out));
 }
 
-// acc (int32 sums) * multiplier[m], rounded half to even, + zero, saturated; m = channel index.
-Tensor requantize(const std::vector<std::int32_t>& acc, const ir::Shape& shape,
+// acc * multiplier[m], rounded half to even, + zero, saturated; m = channel index. Sums are kept
+// in 64 bits and read as onnxruntime's int32 accumulator (wrapping, never undefined).
+Tensor requantize(const std::vector<std::int64_t>& acc, const ir::Shape& shape,
                   const std::vector<float>& multiplier, const AxisIndexer& ix, std::int32_t zero,
                   DType type) {
   Tensor out = ir::make_tensor(type, shape);
   for (std::int64_t i = 0; i < static_cast<std::int64_t>(acc.size()); ++i)
     store(
         out, i,
-        round_half_even(static_cast<float>(acc[i]) * multiplier[ix(i)]) + static_cast<float>(zero));
+        round_half_even(static_cast<float>(static_cast<std::int32_t>(acc[i])) * multiplier[ix(i)]) +
+            static_cast<float>(zero));
   return out;
 }
 
@@ -160,7 +162,7 @@ Outputs qlinear_conv(const ir::Node& node, const OpInputs& in) {
                            std::vector<std::int64_t>(w.shape.begin() + 2, w.shape.end()), false);
   const ir::Shape shape = g.output_shape(n, m);
   const std::int64_t area = g.out_h * g.out_w;
-  std::vector<std::int32_t> acc(static_cast<std::size_t>(n * m * area), 0);
+  std::vector<std::int64_t> acc(static_cast<std::size_t>(n * m * area), 0);
   if (const Tensor* b = in.optional(8)) {
     if (b->dtype != DType::kInt32 || ir::element_count(b->shape) != m)
       fail("B must be int32 with {} values", m);
@@ -168,8 +170,9 @@ Outputs qlinear_conv(const ir::Node& node, const OpInputs& in) {
     for (std::int64_t i = 0; i < n * m; ++i)
       std::fill_n(acc.data() + i * area, area, b->as<std::int32_t>()[i % m]);
   }
-  convolve<std::int32_t, std::int32_t, std::int32_t>(xv.data(), wv.data(), acc.data(), n, c, m,
-                                                     group, g, x_zero, w_zero);
+  convolve<std::int32_t, std::int32_t, std::int64_t>(
+      xv.data(), wv.data(), acc.data(), n, c, m, group, g, x_zero,
+      std::vector<std::int64_t>(w_zero.begin(), w_zero.end()));
   std::vector<float> multiplier;
   for (float ws : w_scale) multiplier.push_back(x_scale * ws / y_scale);
   return one(requantize(acc, shape, multiplier,
@@ -178,18 +181,18 @@ Outputs qlinear_conv(const ir::Node& node, const OpInputs& in) {
 }
 
 // Integer matrix product with zero points: (a - za) x (b - zb[col]), numpy batch broadcasting.
-std::vector<std::int32_t> int_matmul(const Tensor& a, const Tensor& b, std::int32_t a_zero,
+std::vector<std::int64_t> int_matmul(const Tensor& a, const Tensor& b, std::int32_t a_zero,
                                      const std::vector<std::int32_t>& b_zero, MatMulShape& s) {
   const auto av = widen(a, "A"), bv = widen(b, "B");
   s = matmul_shape(a.shape, b.shape);
   if (b_zero.size() != 1 && static_cast<std::int64_t>(b_zero.size()) != s.n)
     fail("B zero point must have 1 or {} values", s.n);
-  std::vector<std::int32_t> acc(static_cast<std::size_t>(ir::element_count(s.out)), 0);
+  std::vector<std::int64_t> acc(static_cast<std::size_t>(ir::element_count(s.out)), 0);
   for (std::size_t batch = 0; batch < s.a_offsets.size(); ++batch)
     for (std::int64_t i = 0; i < s.m; ++i)
       for (std::int64_t j = 0; j < s.n; ++j) {
         const std::int32_t bz = b_zero.size() == 1 ? b_zero[0] : b_zero[j];
-        std::int32_t sum = 0;
+        std::int64_t sum = 0;
         for (std::int64_t t = 0; t < s.k; ++t)
           sum += (av[s.a_offsets[batch] + i * s.k + t] - a_zero) *
                  (bv[s.b_offsets[batch] + t * s.n + j] - bz);
@@ -216,7 +219,7 @@ Outputs qlinear_matmul(const ir::Node&, const OpInputs& in) {
 }
 
 // com.microsoft QGemm: A, a_scale, a_zp, B, b_scale, b_zp, C (int32), y_scale, y_zp.
-// Without y_scale the output is float: alpha * a_scale * b_scale * acc (+ C as float).
+// Without y_scale the output is float: alpha * a_scale * b_scale * (acc + C).
 Outputs qgemm(const ir::Node& node, const OpInputs& in) {
   const bool ta = node.get_int("transA", 0), tb = node.get_int("transB", 0);
   const float alpha = node.get_float("alpha", 1.f);
@@ -234,37 +237,36 @@ Outputs qgemm(const ir::Node& node, const OpInputs& in) {
   if ((b_scale.size() != 1 && static_cast<std::int64_t>(b_scale.size()) != n) ||
       (b_zero.size() != 1 && static_cast<std::int64_t>(b_zero.size()) != n))
     fail("b_scale / b_zero_point must have 1 or {} values", n);
-  std::vector<std::int32_t> acc(static_cast<std::size_t>(m * n));
+  std::vector<std::int64_t> acc(static_cast<std::size_t>(m * n));
   for (std::int64_t i = 0; i < m; ++i)
     for (std::int64_t j = 0; j < n; ++j) {
       const std::int32_t bz = b_zero.size() == 1 ? b_zero[0] : b_zero[j];
-      std::int32_t s = 0;
+      std::int64_t s = 0;
       for (std::int64_t t = 0; t < k; ++t)
-        s += (av[ta ? t * m + i : i * k + t] - a_zero) * (bv[tb ? j * k + t : t * n + j] - bz);
+        s += std::int64_t{1} * (av[ta ? t * m + i : i * k + t] - a_zero) *
+             (bv[tb ? j * k + t : t * n + j] - bz);
       acc[i * n + j] = s;
     }
-  const Tensor* c = in.optional(6);
+  // C is int32 in both forms and joins the accumulator before scaling (onnxruntime).
   const Tensor* y_scale_t = in.optional(7);
   const ir::Shape shape{m, n};
+  if (const Tensor* c = in.optional(6)) {
+    if (c->dtype != DType::kInt32) fail("C must be int32");
+    if (broadcast_shapes(c->shape, shape) != shape)
+      fail("C {} does not broadcast to [{}, {}]", ir::shape_string(c->shape), m, n);
+    const auto cv = widen(*c, "C");
+    for_each_broadcast(shape, shape, c->shape,
+                       [&](std::int64_t i, std::int64_t, std::int64_t ic) { acc[i] += cv[ic]; });
+  }
   AxisIndexer ix;
   if (b_scale.size() > 1) ix = axis_indexer(shape, b_scale.size(), 1, "b_scale");
   if (!y_scale_t) {
     Tensor out = ir::make_tensor(DType::kFloat32, shape);
     float* y = out.as_mutable<float>();
     for (std::int64_t i = 0; i < m * n; ++i)
-      y[i] = alpha * a_scale * b_scale[ix(i)] * static_cast<float>(acc[i]);
-    if (c) {
-      const auto cv = ir::to_float_vector(*c);
-      for_each_broadcast(shape, shape, c->shape,
-                         [&](std::int64_t i, std::int64_t, std::int64_t ic) { y[i] += cv[ic]; });
-    }
+      y[i] =
+          alpha * a_scale * b_scale[ix(i)] * static_cast<float>(static_cast<std::int32_t>(acc[i]));
     return one(std::move(out));
-  }
-  if (c) {
-    if (c->dtype != DType::kInt32) fail("C must be int32 when y_scale is given");
-    const auto cv = widen(*c, "C");
-    for_each_broadcast(shape, shape, c->shape,
-                       [&](std::int64_t i, std::int64_t, std::int64_t ic) { acc[i] += cv[ic]; });
   }
   const float y_scale = scales_of(*y_scale_t, "y_scale")[0];
   const Tensor* y_zero_t = in.optional(8);
@@ -365,33 +367,33 @@ Outputs qlinear_concat(const ir::Node& node, const OpInputs& in) {
   return float_kernels.at({"", "Concat"})(concat_node, parts_in);
 }
 
-// com.microsoft QLinearAveragePool: X, x_scale, x_zp, y_scale, y_zp (NCHW only).
+// com.microsoft QLinearAveragePool: X, x_scale, x_zp, y_scale, y_zp (NCHW only). As onnxruntime:
+// dequantize, average in float (count_include_pad divides by the full kernel size), quantize.
 Outputs qlinear_average_pool(const ir::Node& node, const OpInputs& in) {
   if (node.get_int("channels_last", 0) != 0) fail("channels_last is not supported");
   const Tensor& x = in.at(0);
   const auto xv = widen(x, "X");
   const Quant qx = quant_at(in, 1, 2, "x_scale"), qy = quant_at(in, 3, 4, "y_scale");
   auto g = window_geometry(node, x.shape, {}, true);
+  if (g.dilation_h != 1 || g.dilation_w != 1) fail("dilations are not supported");
   const bool include_pad = node.get_int("count_include_pad", 0) != 0;
   const ir::Shape shape = g.output_shape(x.shape[0], x.shape[1]);
   Tensor out = ir::make_tensor(zero_point_type(in.optional(4), x.dtype), shape);
   for (std::int64_t p = 0; p < x.shape[0] * x.shape[1]; ++p)
     for (std::int64_t oy = 0; oy < g.out_h; ++oy)
       for (std::int64_t ox = 0; ox < g.out_w; ++ox) {
-        const std::int64_t y0 = oy * g.stride_h - g.pad_top, x0 = ox * g.stride_w - g.pad_left;
-        const std::int64_t y1 = std::min(y0 + g.kernel_h, g.in_h + g.pad_bottom);
-        const std::int64_t x1 = std::min(x0 + g.kernel_w, g.in_w + g.pad_right);
-        std::int64_t sum = 0, inside = 0;
-        for (std::int64_t iy = std::max<std::int64_t>(y0, 0); iy < std::min(y1, g.in_h); ++iy)
-          for (std::int64_t ix = std::max<std::int64_t>(x0, 0); ix < std::min(x1, g.in_w); ++ix) {
-            sum += xv[(p * g.in_h + iy) * g.in_w + ix] - qx.zero;
-            ++inside;
-          }
-        const std::int64_t count = include_pad ? (y1 - y0) * (x1 - x0) : inside;
-        const float real =
-            count ? qx.scale * static_cast<float>(sum) / static_cast<float>(count) : 0.f;
+        const std::int64_t y0 = std::max<std::int64_t>(oy * g.stride_h - g.pad_top, 0);
+        const std::int64_t y1 = std::min(oy * g.stride_h - g.pad_top + g.kernel_h, g.in_h);
+        const std::int64_t x0 = std::max<std::int64_t>(ox * g.stride_w - g.pad_left, 0);
+        const std::int64_t x1 = std::min(ox * g.stride_w - g.pad_left + g.kernel_w, g.in_w);
+        float sum = 0;
+        for (std::int64_t iy = y0; iy < y1; ++iy)
+          for (std::int64_t ix = x0; ix < x1; ++ix)
+            sum += qx.scale * static_cast<float>(xv[(p * g.in_h + iy) * g.in_w + ix] - qx.zero);
+        const std::int64_t count = include_pad ? g.kernel_h * g.kernel_w : (y1 - y0) * (x1 - x0);
+        const float real = count > 0 ? sum / static_cast<float>(count) : 0.f;
         store(out, (p * g.out_h + oy) * g.out_w + ox,
-              round_half_even(real / qy.scale) + static_cast<float>(qy.zero));
+              round_half_even(real / qy.scale + static_cast<float>(qy.zero)));
       }
   return one(std::move(out));
 }
