@@ -1,0 +1,830 @@
+#include "onnx/quantize.h"
+
+#include "common/error.h"
+#include "ir/tensor_util.h"
+#include "onnx/onnx_io.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <numeric>
+#include <set>
+#include <span>
+
+namespace npukit::quant {
+
+namespace {
+
+using ir::DType;
+using ir::Graph;
+using ir::Node;
+using ir::Tensor;
+
+constexpr float kInt8Max = 127.0f;
+
+// Round half to even, as ONNX QuantizeLinear does.
+double round_even(double v) { return std::nearbyint(v); }
+
+bool is_float_activation(const Graph& g, const std::string& name) {
+  const Tensor* t = g.find(name);
+  return t && t->dtype == DType::kFloat32 && !t->is_constant();
+}
+
+const Tensor* constant(const Graph& g, const std::string& name) {
+  const Tensor* t = name.empty() ? nullptr : g.find(name);
+  return t && t->is_constant() ? t : nullptr;
+}
+
+}  // namespace
+
+Calibration parse_calibration(const std::string& name) {
+  if (name == "minmax") return Calibration::kMinMax;
+  if (name == "percentile") return Calibration::kPercentile;
+  if (name == "entropy") return Calibration::kEntropy;
+  fail("unknown calibration method '{}' (choose minmax, percentile or entropy)", name);
+}
+
+const char* calibration_name(Calibration method) {
+  switch (method) {
+    case Calibration::kMinMax:
+      return "minmax";
+    case Calibration::kPercentile:
+      return "percentile";
+    case Calibration::kEntropy:
+      return "entropy";
+  }
+  return "?";
+}
+
+// ---- thresholds -------------------------------------------------------------------------------
+
+float percentile_threshold(const std::vector<std::uint64_t>& bins, float range, double percentile) {
+  if (!(percentile > 0 && percentile <= 100))
+    fail("percentile {} is out of range (0, 100]", percentile);
+  std::uint64_t total = std::accumulate(bins.begin(), bins.end(), std::uint64_t{0});
+  if (total == 0 || bins.empty()) return 0;
+  const double width = static_cast<double>(range) / static_cast<double>(bins.size());
+  const double wanted = percentile / 100.0 * static_cast<double>(total);
+  std::uint64_t seen = 0;
+  for (std::size_t i = 0; i < bins.size(); ++i) {
+    seen += bins[i];
+    // Compare in integers where possible so 100% means exactly "all values".
+    if (static_cast<double>(seen) >= wanted) return static_cast<float>((i + 1) * width);
+  }
+  return range;
+}
+
+namespace {
+
+// Replaces zeros by a small epsilon (taking the mass from the non-zero entries) so the KL
+// divergence stays finite; returns false when the distribution is all zeros.
+bool smooth(std::vector<double>& p) {
+  constexpr double kEps = 1e-4;
+  std::size_t zeros = std::count(p.begin(), p.end(), 0.0);
+  std::size_t nonzeros = p.size() - zeros;
+  if (nonzeros == 0) return false;
+  double take = kEps * static_cast<double>(zeros) / static_cast<double>(nonzeros);
+  for (auto& v : p) v = v == 0 ? kEps : v - take;
+  return true;
+}
+
+void normalize(std::vector<double>& p) {
+  double sum = std::accumulate(p.begin(), p.end(), 0.0);
+  if (sum > 0)
+    for (auto& v : p) v /= sum;
+}
+
+}  // namespace
+
+float entropy_threshold(const std::vector<std::uint64_t>& bins, float range, int quantized_bins) {
+  const std::size_t n = bins.size();
+  const std::size_t levels = static_cast<std::size_t>(quantized_bins);
+  if (levels == 0) fail("entropy calibration needs at least one quantized level");
+  if (n <= levels) return range;  // nothing to clip: every candidate keeps all bins
+  const double width = static_cast<double>(range) / static_cast<double>(n);
+  double best_kl = std::numeric_limits<double>::infinity();
+  std::size_t best_i = n;
+  for (std::size_t i = levels; i <= n; ++i) {
+    // Reference: the first i bins with everything beyond folded into the last kept bin.
+    std::vector<double> p(bins.begin(), bins.begin() + static_cast<std::ptrdiff_t>(i));
+    double outliers = 0;
+    for (std::size_t k = i; k < n; ++k) outliers += static_cast<double>(bins[k]);
+    p[i - 1] += outliers;
+    // Candidate: the same i bins merged into `levels` groups (the last group takes the
+    // remainder), each group's count spread evenly over its non-empty bins.
+    std::vector<double> q(i, 0.0);
+    const std::size_t merged = i / levels;
+    for (std::size_t j = 0; j < levels; ++j) {
+      std::size_t start = j * merged;
+      std::size_t stop = j + 1 == levels ? i : start + merged;
+      double sum = 0;
+      std::size_t nonempty = 0;
+      for (std::size_t k = start; k < stop; ++k) {
+        sum += static_cast<double>(bins[k]);
+        nonempty += bins[k] != 0;
+      }
+      if (nonempty == 0) continue;
+      for (std::size_t k = start; k < stop; ++k)
+        if (bins[k] != 0) q[k] = sum / static_cast<double>(nonempty);
+    }
+    normalize(p);
+    normalize(q);
+    if (!smooth(p) || !smooth(q)) continue;
+    double kl = 0;
+    for (std::size_t k = 0; k < i; ++k) kl += p[k] * std::log(p[k] / q[k]);
+    if (kl < best_kl) {
+      best_kl = kl;
+      best_i = i;
+    }
+  }
+  return static_cast<float>(static_cast<double>(best_i) * width);
+}
+
+// ---- batch-norm folding -------------------------------------------------------------------------
+
+Graph fold_batch_norm(const Graph& graph) {
+  Graph g = graph;
+  std::vector<bool> removed(g.nodes.size(), false);
+  for (std::size_t bi = 0; bi < g.nodes.size(); ++bi) {
+    Node& bn = g.nodes[bi];
+    if (bn.op_type != "BatchNormalization" || !bn.domain.empty()) continue;
+    if (bn.outputs.size() > 1 && !std::all_of(bn.outputs.begin() + 1, bn.outputs.end(),
+                                              [](const std::string& o) { return o.empty(); }))
+      continue;  // training-mode outputs requested
+    if (bn.get_int("training_mode", 0) != 0) continue;
+    const std::string& x = bn.inputs[0];
+    auto producer_it = std::find_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) {
+      return std::find(n.outputs.begin(), n.outputs.end(), x) != n.outputs.end();
+    });
+    if (producer_it == g.nodes.end() || producer_it->op_type != "Conv") continue;
+    Node& conv = *producer_it;
+    if (g.consumers(x).size() != 1 ||
+        std::find(g.outputs.begin(), g.outputs.end(), x) != g.outputs.end())
+      continue;
+    const Tensor* w = constant(g, conv.inputs[1]);
+    const Tensor* b = conv.inputs.size() > 2 ? constant(g, conv.inputs[2]) : nullptr;
+    if (!w || w->dtype != DType::kFloat32 ||
+        (conv.inputs.size() > 2 && !conv.inputs[2].empty() && !b))
+      continue;
+    const Tensor* scale = constant(g, bn.inputs[1]);
+    const Tensor* bias = constant(g, bn.inputs[2]);
+    const Tensor* mean = constant(g, bn.inputs[3]);
+    const Tensor* var = constant(g, bn.inputs[4]);
+    if (!scale || !bias || !mean || !var) continue;
+    const std::int64_t channels = w->shape[0];
+    auto vec = [&](const Tensor* t) {
+      std::vector<float> v = ir::to_float_vector(*t);
+      if (static_cast<std::int64_t>(v.size()) != channels)
+        fail("BatchNormalization '{}': parameter '{}' has {} values for {} channels of Conv '{}'",
+             bn.name, t->name, v.size(), channels, conv.name);
+      return v;
+    };
+    std::vector<float> gamma = vec(scale), beta = vec(bias), mu = vec(mean), sigma2 = vec(var);
+    std::vector<float> conv_bias = b ? vec(b) : std::vector<float>(channels, 0.0f);
+    const double eps = bn.get_float("epsilon", 1e-5f);
+
+    Tensor new_w = *w;
+    new_w.name = conv.name + "_bn_folded_weight";
+    Tensor new_b = ir::make_tensor(DType::kFloat32, {channels}, conv.name + "_bn_folded_bias");
+    const std::int64_t per_channel = ir::element_count(w->shape) / channels;
+    for (std::int64_t c = 0; c < channels; ++c) {
+      double k = gamma[c] / std::sqrt(static_cast<double>(sigma2[c]) + eps);
+      for (std::int64_t i = 0; i < per_channel; ++i) {
+        float& v = new_w.as_mutable<float>()[c * per_channel + i];
+        v = static_cast<float>(v * k);
+      }
+      new_b.as_mutable<float>()[c] = static_cast<float>((conv_bias[c] - mu[c]) * k + beta[c]);
+    }
+    conv.inputs.resize(3);
+    conv.inputs[1] = new_w.name;
+    conv.inputs[2] = new_b.name;
+    g.tensors[new_w.name] = std::move(new_w);
+    g.tensors[new_b.name] = std::move(new_b);
+    // The Conv now produces the BatchNormalization's output directly.
+    g.tensors.erase(x);
+    conv.outputs[0] = bn.outputs[0];
+    removed[bi] = true;
+  }
+  std::vector<Node> kept;
+  for (std::size_t i = 0; i < g.nodes.size(); ++i)
+    if (!removed[i]) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+  // Drop constants nothing refers to any more (the original conv weights and BN parameters).
+  std::set<std::string> used(g.outputs.begin(), g.outputs.end());
+  for (const auto& n : g.nodes) used.insert(n.inputs.begin(), n.inputs.end());
+  for (auto it = g.tensors.begin(); it != g.tensors.end();)
+    it = it->second.is_constant() && !used.count(it->first) ? g.tensors.erase(it) : std::next(it);
+  return g;
+}
+
+// ---- calibration --------------------------------------------------------------------------------
+
+namespace {
+
+struct Stats {
+  float max_abs = 0;
+  std::vector<std::uint64_t> bins;
+};
+
+template <typename Fn>
+void for_each_float(const ref::TensorMap& values, const std::vector<std::string>& names, Fn fn) {
+  for (const auto& name : names) {
+    auto it = values.find(name);
+    if (it == values.end() || it->second.dtype != DType::kFloat32) continue;
+    const Tensor& t = it->second;
+    fn(name, t.as<float>(), static_cast<std::size_t>(ir::stored_count(t)));
+  }
+}
+
+}  // namespace
+
+std::map<std::string, float> calibrate(const Graph& graph,
+                                       const std::vector<ref::TensorMap>& samples,
+                                       const QuantizeOptions& options) {
+  if (samples.empty()) fail("calibration needs at least one sample");
+  const bool histograms = options.method != Calibration::kMinMax;
+  if (histograms && options.histogram_bins < options.quantized_bins)
+    fail("histogram_bins ({}) must be at least quantized_bins ({})", options.histogram_bins,
+         options.quantized_bins);
+  const std::size_t total = samples.size() * (histograms ? 2 : 1);
+  std::size_t done = 0;
+  std::map<std::string, Stats> stats;
+
+  auto observe = [&](int pass) {
+    ref::RunOptions run;
+    run.after_node = [&](const Node& node, const ref::TensorMap& values) {
+      for_each_float(
+          values, node.outputs, [&](const std::string& name, const float* p, std::size_t n) {
+            Stats& s = stats[name];
+            if (pass == 0) {
+              for (std::size_t i = 0; i < n; ++i) s.max_abs = std::max(s.max_abs, std::fabs(p[i]));
+            } else if (s.max_abs > 0) {
+              const double scale = static_cast<double>(s.bins.size()) / s.max_abs;
+              const std::size_t last = s.bins.size() - 1;
+              for (std::size_t i = 0; i < n; ++i)
+                ++s.bins[std::min(last, static_cast<std::size_t>(std::fabs(p[i]) * scale))];
+            }
+          });
+    };
+    for (const auto& sample : samples) {
+      // Graph inputs are observed directly.
+      for_each_float(sample, graph.inputs,
+                     [&](const std::string& name, const float* p, std::size_t n) {
+                       Stats& s = stats[name];
+                       if (pass == 0) {
+                         for (std::size_t i = 0; i < n; ++i)
+                           s.max_abs = std::max(s.max_abs, std::fabs(p[i]));
+                       } else if (s.max_abs > 0) {
+                         const double scale = static_cast<double>(s.bins.size()) / s.max_abs;
+                         for (std::size_t i = 0; i < n; ++i)
+                           ++s.bins[std::min(s.bins.size() - 1,
+                                             static_cast<std::size_t>(std::fabs(p[i]) * scale))];
+                       }
+                     });
+      ref::run_graph(graph, sample, run);
+      if (options.progress) options.progress(++done, total);
+    }
+  };
+
+  observe(0);
+  if (histograms) {
+    for (auto& [name, s] : stats)
+      s.bins.assign(static_cast<std::size_t>(options.histogram_bins), 0);
+    observe(1);
+  }
+
+  std::map<std::string, float> thresholds;
+  for (const auto& [name, s] : stats) {
+    float t = s.max_abs;
+    if (s.max_abs > 0 && options.method == Calibration::kPercentile)
+      t = percentile_threshold(s.bins, s.max_abs, options.percentile);
+    else if (s.max_abs > 0 && options.method == Calibration::kEntropy)
+      t = entropy_threshold(s.bins, s.max_abs, options.quantized_bins);
+    thresholds[name] = t;
+  }
+  return thresholds;
+}
+
+// ---- the QOperator rewrite ---------------------------------------------------------------------
+
+namespace {
+
+// Ops whose int8 form needs the same scale on input and output (value-preserving or monotone
+// per element): the scale is shared through a union-find over tensor names.
+bool is_passthrough(const Node& n) {
+  static const std::set<std::string> ops = {"Relu",      "Clip",      "MaxPool",  "Flatten",
+                                            "Reshape",   "Transpose", "Identity", "Squeeze",
+                                            "Unsqueeze", "Resize"};
+  if (!n.domain.empty() || !ops.count(n.op_type)) return false;
+  if (n.op_type == "MaxPool" && n.outputs.size() > 1 && !n.outputs[1].empty()) return false;
+  if (n.op_type == "Resize" && n.get_string("mode", "nearest") != "nearest") return false;
+  return true;
+}
+
+bool is_activation_fn(const Node& n) { return n.op_type == "Relu" || n.op_type == "Clip"; }
+
+class UnionFind {
+ public:
+  std::string find(const std::string& x) {
+    auto it = parent_.find(x);
+    if (it == parent_.end() || it->second == x) return x;
+    std::string root = find(it->second);
+    parent_[x] = root;
+    return root;
+  }
+  void unite(const std::string& a, const std::string& b) {
+    std::string ra = find(a), rb = find(b);
+    if (ra != rb) parent_[ra] = rb;
+  }
+
+ private:
+  std::map<std::string, std::string> parent_;
+};
+
+struct QuantizedWeight {
+  Tensor values;  // int8
+  float scale;
+};
+
+QuantizedWeight quantize_symmetric(const Tensor& w, const std::string& name) {
+  std::vector<float> v = ir::to_float_vector(w);
+  float max_abs = 0;
+  for (float x : v) max_abs = std::max(max_abs, std::fabs(x));
+  float scale = max_abs > 0 ? max_abs / kInt8Max : 1.0f;
+  Tensor q = ir::make_tensor(DType::kInt8, w.shape, name);
+  for (std::size_t i = 0; i < v.size(); ++i)
+    q.as_mutable<std::int8_t>()[i] =
+        static_cast<std::int8_t>(std::clamp(round_even(v[i] / scale), -127.0, 127.0));
+  return {std::move(q), scale};
+}
+
+class Rewriter {
+ public:
+  Rewriter(const Graph& f, const std::map<std::string, float>& thresholds, QuantizeSummary* summary)
+      : f_(f), summary_(summary) {
+    assign_scales(thresholds);
+  }
+
+  Graph run() {
+    q_.name = f_.name;
+    q_.opsets = f_.opsets;
+    // int8 Relu needs ai.onnx opset 14; none of the ops written here changed meaning since 13.
+    q_.opset = std::max<std::int64_t>(f_.opset, 14);
+    q_.opsets[""] = q_.opset;
+    q_.opsets["com.microsoft"] = 1;
+    q_.inputs = f_.inputs;
+    for (const auto& name : f_.inputs) {
+      q_.tensors[name] = f_.tensor(name);
+      float_name_[name] = name;
+    }
+    for (const auto& node : f_.nodes) rewrite(node);
+    for (const auto& out : f_.outputs) {
+      const Tensor* t = f_.find(out);
+      if (t && t->is_constant()) {
+        q_.tensors[out] = *t;
+      } else {
+        std::string name = need_float(out);
+        if (name != out) fail("internal: graph output '{}' lost its name", out);
+      }
+      q_.outputs.push_back(out);
+    }
+    return std::move(q_);
+  }
+
+ private:
+  // ---- scales ----
+  void assign_scales(const std::map<std::string, float>& thresholds) {
+    UnionFind groups;
+    std::set<std::string> pre_activation;  // Relu/Clip inputs used only by that activation
+    for (const auto& n : f_.nodes) {
+      if (!is_passthrough(n) || !is_float_activation(f_, n.inputs[0]) ||
+          !is_float_activation(f_, n.outputs[0]))
+        continue;
+      groups.unite(n.inputs[0], n.outputs[0]);
+      if (is_activation_fn(n) && f_.consumers(n.inputs[0]).size() == 1 &&
+          std::find(f_.outputs.begin(), f_.outputs.end(), n.inputs[0]) == f_.outputs.end())
+        pre_activation.insert(n.inputs[0]);
+    }
+    std::map<std::string, float> best, fallback;
+    for (const auto& [name, t] : thresholds) {
+      std::string root = groups.find(name);
+      fallback[root] = std::max(fallback[root], t);
+      if (!pre_activation.count(name)) best[root] = std::max(best[root], t);
+    }
+    for (const auto& [name, t] : thresholds) {
+      std::string root = groups.find(name);
+      float threshold = best.count(root) ? best[root] : fallback[root];
+      scale_[name] = threshold > 0 ? threshold / kInt8Max : 1.0f;
+    }
+  }
+
+  bool quantizable(const std::string& name) const {
+    return is_float_activation(f_, name) && scale_.count(name);
+  }
+
+  // ---- values ----
+  std::string scale_tensor(float scale, const std::string& base) {
+    std::string name = base + "_scale";
+    if (!q_.tensors.count(name)) q_.tensors[name] = ir::make_scalar<float>(scale, name);
+    return name;
+  }
+  std::string zero_point(const std::string& base) {
+    std::string name = base + "_zero_point";
+    if (!q_.tensors.count(name)) q_.tensors[name] = ir::make_scalar<std::int8_t>(0, name);
+    return name;
+  }
+  std::string act_scale(const std::string& t) { return scale_tensor(scale_.at(t), t); }
+  std::string act_zero(const std::string& t) { return zero_point(t); }
+
+  void add_node(Node n) {
+    if (summary_ && n.op_type != "QuantizeLinear" && n.op_type != "DequantizeLinear")
+      ++summary_->quantized_ops[n.op_type];
+    q_.nodes.push_back(std::move(n));
+  }
+  std::string unique_node_name(const std::string& base) {
+    std::string name = base;
+    for (int k = 2; node_names_.count(name); ++k) name = base + "_" + std::to_string(k);
+    node_names_.insert(name);
+    return name;
+  }
+
+  // The int8 form of activation `t`, quantizing the float value on first use.
+  std::string need_quant(const std::string& t) {
+    auto it = quant_name_.find(t);
+    if (it != quant_name_.end()) return it->second;
+    std::string src = need_float(t);
+    std::string out = declare_int8(t);
+    Node qn{unique_node_name(t + "_QuantizeLinear"),
+            "QuantizeLinear",
+            "",
+            {src, act_scale(t), act_zero(t)},
+            {out},
+            {}};
+    add_node(std::move(qn));
+    return out;
+  }
+
+  // The float form of activation `t` (its original name), dequantizing on first use.
+  std::string need_float(const std::string& t) {
+    auto it = float_name_.find(t);
+    if (it != float_name_.end()) return it->second;
+    auto qi = quant_name_.find(t);
+    if (qi == quant_name_.end()) fail("internal: value '{}' is neither float nor quantized", t);
+    Node dq{unique_node_name(t + "_DequantizeLinear"),
+            "DequantizeLinear",
+            "",
+            {qi->second, act_scale(t), act_zero(t)},
+            {t},
+            {}};
+    add_node(std::move(dq));
+    q_.tensors[t] = f_.tensor(t);
+    float_name_[t] = t;
+    return t;
+  }
+
+  std::string declare_int8(const std::string& t) {
+    std::string name = t + "_quantized";
+    Tensor info;
+    info.name = name;
+    info.dtype = DType::kInt8;
+    info.shape = f_.tensor(t).shape;
+    q_.tensors[name] = std::move(info);
+    quant_name_[t] = name;
+    return name;
+  }
+
+  std::string copy_constant(const std::string& name) {
+    if (name.empty()) return name;
+    if (!q_.tensors.count(name)) q_.tensors[name] = f_.tensor(name);
+    return name;
+  }
+
+  std::string add_constant(Tensor t) {
+    std::string name = t.name;
+    q_.tensors[name] = std::move(t);
+    return name;
+  }
+
+  Node qnode(const Node& src, const std::string& op, const std::string& domain,
+             std::vector<std::string> inputs, const std::string& output) {
+    Node n;
+    n.name = unique_node_name(src.name);
+    n.op_type = op;
+    n.domain = domain;
+    n.inputs = std::move(inputs);
+    n.outputs = {declare_int8(output)};
+    return n;
+  }
+
+  void keep_float(const Node& n, const std::string& why) {
+    Node copy = n;
+    for (auto& in : copy.inputs) {
+      if (in.empty()) continue;
+      if (constant(f_, in))
+        copy_constant(in);
+      else
+        in = need_float(in);
+    }
+    for (const auto& o : copy.outputs) {
+      if (o.empty()) continue;
+      float_name_[o] = o;
+      if (const Tensor* t = f_.find(o)) q_.tensors[o] = *t;
+    }
+    copy.name = unique_node_name(n.name);
+    q_.nodes.push_back(std::move(copy));
+    if (summary_)
+      summary_->float_nodes.push_back(fmt::format("{} ({}): {}", n.name, n.op_type, why));
+  }
+
+  // ---- per op ----
+  void rewrite(const Node& n) {
+    const std::string& op = n.op_type;
+    if (!n.domain.empty()) return keep_float(n, "not an ai.onnx op");
+    const std::string y = n.outputs.empty() ? "" : n.outputs[0];
+    if (n.outputs.size() != 1 &&
+        !(op == "MaxPool" && (n.outputs.size() == 1 || n.outputs[1].empty())))
+      return keep_float(n, "more than one output");
+    if (!quantizable(y)) return keep_float(n, "output is not a calibrated float activation");
+
+    if (op == "Conv") return conv(n);
+    if (op == "Gemm") return gemm(n);
+    if (op == "MatMul") return matmul(n);
+    if (op == "Add" || op == "Mul") return binary(n);
+    if (op == "Concat") return concat(n);
+    if (op == "Sigmoid" || op == "LeakyRelu" || op == "GlobalAveragePool" || op == "AveragePool")
+      return unary(n);
+    // Nearest Resize shares its input's scale, so DequantizeLinear -> Resize -> QuantizeLinear is
+    // exact; it stays in that form (the pattern compilers fold) because int8 Resize is not
+    // universally implemented.
+    if (op == "Resize")
+      return keep_float(
+          n, "nearest Resize between DequantizeLinear and QuantizeLinear at one scale (exact)");
+    if (is_passthrough(n)) return passthrough(n);
+    keep_float(n, "no int8 form in the native scheme");
+  }
+
+  void conv(const Node& n) {
+    const std::string& x = n.inputs[0];
+    const Tensor* w = constant(f_, n.inputs[1]);
+    const Tensor* b = n.inputs.size() > 2 ? constant(f_, n.inputs[2]) : nullptr;
+    if (!quantizable(x) || !w || (n.inputs.size() > 2 && !n.inputs[2].empty() && !b))
+      return keep_float(n, "input not quantizable or weights/bias not constant");
+    QuantizedWeight qw = quantize_symmetric(*w, n.inputs[1] + "_quantized");
+    std::vector<std::string> in = {need_quant(x),
+                                   act_scale(x),
+                                   act_zero(x),
+                                   add_constant(std::move(qw.values)),
+                                   scale_tensor(qw.scale, n.inputs[1]),
+                                   weight_zero(n.inputs[1]),
+                                   act_scale(n.outputs[0]),
+                                   act_zero(n.outputs[0])};
+    if (b) in.push_back(quantize_bias(*b, n.inputs[2], scale_.at(x) * qw.scale));
+    Node q = qnode(n, "QLinearConv", "", std::move(in), n.outputs[0]);
+    q.attributes = n.attributes;
+    add_node(std::move(q));
+  }
+
+  std::string weight_zero(const std::string& w) {
+    std::string name = w + "_zero_point";
+    if (!q_.tensors.count(name)) q_.tensors[name] = ir::make_scalar<std::int8_t>(0, name);
+    return name;
+  }
+
+  std::string quantize_bias(const Tensor& b, const std::string& name, double scale) {
+    std::vector<float> v = ir::to_float_vector(b);
+    Tensor q = ir::make_tensor(DType::kInt32, b.shape, name + "_quantized");
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      double r = round_even(v[i] / scale);
+      if (std::fabs(r) > 2147483647.0)
+        fail("bias '{}' value {} does not fit int32 at scale {} (input or weight scale too small)",
+             name, v[i], scale);
+      q.as_mutable<std::int32_t>()[i] = static_cast<std::int32_t>(r);
+    }
+    return add_constant(std::move(q));
+  }
+
+  void gemm(const Node& n) {
+    const std::string& a = n.inputs[0];
+    const Tensor* b = constant(f_, n.inputs[1]);
+    const Tensor* c = n.inputs.size() > 2 ? constant(f_, n.inputs[2]) : nullptr;
+    if (!quantizable(a) || !b || n.get_int("transA", 0) != 0 ||
+        (n.inputs.size() > 2 && !n.inputs[2].empty() && !c) || f_.tensor(a).shape.size() != 2)
+      return keep_float(n, "needs a 2-D activation times constant weights");
+    float alpha = n.get_float("alpha", 1.0f), beta = n.get_float("beta", 1.0f);
+    Tensor w = *b;
+    if (alpha != 1.0f)
+      for (auto& v : std::span<float>(w.as_mutable<float>(), ir::stored_count(w))) v *= alpha;
+    QuantizedWeight qw = quantize_symmetric(w, n.inputs[1] + "_quantized");
+    std::vector<std::string> in = {need_quant(a),
+                                   act_scale(a),
+                                   act_zero(a),
+                                   add_constant(std::move(qw.values)),
+                                   scale_tensor(qw.scale, n.inputs[1]),
+                                   weight_zero(n.inputs[1])};
+    if (c) {
+      Tensor cb = *c;
+      if (beta != 1.0f)
+        for (auto& v : std::span<float>(cb.as_mutable<float>(), ir::stored_count(cb))) v *= beta;
+      in.push_back(quantize_bias(cb, n.inputs[2], scale_.at(a) * qw.scale));
+    } else {
+      in.push_back("");
+    }
+    in.push_back(act_scale(n.outputs[0]));
+    in.push_back(act_zero(n.outputs[0]));
+    Node q = qnode(n, "QGemm", "com.microsoft", std::move(in), n.outputs[0]);
+    q.attributes["transA"] = std::int64_t{0};
+    q.attributes["transB"] = n.get_int("transB", 0);
+    q.attributes["alpha"] = 1.0f;
+    add_node(std::move(q));
+  }
+
+  void matmul(const Node& n) {
+    const std::string& a = n.inputs[0];
+    const Tensor* b = constant(f_, n.inputs[1]);
+    if (!quantizable(a) || !b || b->shape.size() != 2)
+      return keep_float(n, "needs an activation times a constant 2-D matrix");
+    QuantizedWeight qw = quantize_symmetric(*b, n.inputs[1] + "_quantized");
+    std::vector<std::string> in = {need_quant(a),
+                                   act_scale(a),
+                                   act_zero(a),
+                                   add_constant(std::move(qw.values)),
+                                   scale_tensor(qw.scale, n.inputs[1]),
+                                   weight_zero(n.inputs[1]),
+                                   act_scale(n.outputs[0]),
+                                   act_zero(n.outputs[0])};
+    add_node(qnode(n, "QLinearMatMul", "", std::move(in), n.outputs[0]));
+  }
+
+  // An operand of Add/Mul: an activation, or a constant quantized with its own scale.
+  bool operand(const std::string& name, std::vector<std::string>& in) {
+    if (quantizable(name)) {
+      in.insert(in.end(), {need_quant(name), act_scale(name), act_zero(name)});
+      return true;
+    }
+    const Tensor* c = constant(f_, name);
+    if (!c || c->dtype != DType::kFloat32) return false;
+    QuantizedWeight qc = quantize_symmetric(*c, name + "_quantized");
+    in.insert(in.end(), {add_constant(std::move(qc.values)), scale_tensor(qc.scale, name),
+                         weight_zero(name)});
+    return true;
+  }
+
+  void binary(const Node& n) {
+    std::vector<std::string> in;
+    if (!operand(n.inputs[0], in) || !operand(n.inputs[1], in))
+      return keep_float(n, "operands are neither activations nor float constants");
+    in.insert(in.end(), {act_scale(n.outputs[0]), act_zero(n.outputs[0])});
+    add_node(qnode(n, n.op_type == "Add" ? "QLinearAdd" : "QLinearMul", "com.microsoft",
+                   std::move(in), n.outputs[0]));
+  }
+
+  void concat(const Node& n) {
+    for (const auto& i : n.inputs)
+      if (!quantizable(i)) return keep_float(n, "an input is not a calibrated activation");
+    std::vector<std::string> in = {act_scale(n.outputs[0]), act_zero(n.outputs[0])};
+    for (const auto& i : n.inputs) in.insert(in.end(), {need_quant(i), act_scale(i), act_zero(i)});
+    Node q = qnode(n, "QLinearConcat", "com.microsoft", std::move(in), n.outputs[0]);
+    q.attributes["axis"] = n.get_int("axis", 1);
+    add_node(std::move(q));
+  }
+
+  void unary(const Node& n) {
+    const std::string& x = n.inputs[0];
+    if (!quantizable(x)) return keep_float(n, "input is not a calibrated activation");
+    if (n.op_type == "AveragePool" && n.get_int("ceil_mode", 0) != 0)
+      return keep_float(n, "ceil_mode is not supported by QLinearAveragePool here");
+    std::vector<std::string> in = {need_quant(x), act_scale(x), act_zero(x),
+                                   act_scale(n.outputs[0]), act_zero(n.outputs[0])};
+    Node q = qnode(n, "QLinear" + n.op_type, "com.microsoft", std::move(in), n.outputs[0]);
+    q.attributes = n.attributes;
+    if (n.op_type == "GlobalAveragePool" || n.op_type == "AveragePool")
+      q.attributes["channels_last"] = std::int64_t{0};
+    if (n.op_type == "LeakyRelu") q.attributes["alpha"] = n.get_float("alpha", 0.01f);
+    add_node(std::move(q));
+  }
+
+  void passthrough(const Node& n) {
+    const std::string& x = n.inputs[0];
+    const std::string& y = n.outputs[0];
+    if (!quantizable(x) || scale_.at(x) != scale_.at(y))
+      return keep_float(n, "input and output scales differ");
+    std::vector<std::string> in = {need_quant(x)};
+    for (std::size_t i = 1; i < n.inputs.size(); ++i) {
+      const std::string& name = n.inputs[i];
+      if (name.empty()) {
+        in.push_back(name);
+      } else if (n.op_type == "Clip") {
+        const Tensor* bound = constant(f_, name);
+        if (!bound) return keep_float(n, "Clip bounds are not constant");
+        double v = round_even(ir::to_float_vector(*bound).at(0) / scale_.at(x));
+        in.push_back(add_constant(
+            ir::make_scalar<std::int8_t>(static_cast<std::int8_t>(std::clamp(v, -128.0, 127.0)),
+                                         y + (i == 1 ? "_min" : "_max"))));
+      } else if (constant(f_, name)) {
+        in.push_back(copy_constant(name));
+      } else {
+        return keep_float(n, "a shape or scale input is computed at run time");
+      }
+    }
+    Node q = qnode(n, n.op_type, "", std::move(in), y);
+    q.attributes = n.attributes;
+    add_node(std::move(q));
+  }
+
+  const Graph& f_;
+  QuantizeSummary* summary_;
+  Graph q_;
+  std::map<std::string, float> scale_;
+  std::map<std::string, std::string> quant_name_, float_name_;
+  std::set<std::string> node_names_;
+};
+
+}  // namespace
+
+Graph quantize_with_thresholds(const Graph& graph, const std::map<std::string, float>& thresholds,
+                               QuantizeSummary* summary) {
+  if (graph.nodes.empty()) fail("graph '{}' has no nodes to quantize", graph.name);
+  for (const auto& n : graph.nodes)
+    if (n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear" ||
+        n.op_type.rfind("QLinear", 0) == 0 || n.op_type == "QGemm")
+      fail("graph '{}' is already quantized (node '{}' is {}); quantize takes float models",
+           graph.name, n.name, n.op_type);
+  return Rewriter(graph, thresholds, summary).run();
+}
+
+Graph quantize(const Graph& float_graph, const std::vector<ref::TensorMap>& samples,
+               const QuantizeOptions& options, QuantizeSummary* summary) {
+  Graph folded = fold_batch_norm(float_graph);
+  std::map<std::string, float> thresholds = calibrate(folded, samples, options);
+  return quantize_with_thresholds(folded, thresholds, summary);
+}
+
+// ---- calibration data ---------------------------------------------------------------------------
+
+std::vector<ref::TensorMap> load_calibration_data(const std::string& path, const Graph& graph) {
+  if (graph.inputs.size() != 1)
+    fail("calibration data: model has {} inputs; npukit quantize supports single-input models",
+         graph.inputs.size());
+  const std::string& input = graph.inputs[0];
+  const Tensor& info = graph.tensor(input);
+  if (info.dtype != DType::kFloat32)
+    fail("model input '{}' is {}, not float32: nothing to calibrate", input,
+         ir::dtype_name(info.dtype));
+  std::vector<std::string> files;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    for (const auto& e : std::filesystem::directory_iterator(path))
+      if (e.path().extension() == ".npy") files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+    if (files.empty()) fail("{}: folder holds no .npy files", path);
+  } else {
+    files.push_back(path);
+  }
+  // The per-sample shape: the input's shape with an unknown batch taken as 1.
+  ir::Shape sample_shape = info.shape;
+  if (!sample_shape.empty() && sample_shape[0] < 0) sample_shape[0] = 1;
+  for (auto d : sample_shape)
+    if (d < 0)
+      fail("model input '{}' has an unknown dimension other than the batch: {}", input,
+           ir::shape_string(info.shape));
+  const std::int64_t sample_elems = ir::element_count(sample_shape);
+  const std::int64_t batch = sample_shape.empty() ? 1 : sample_shape[0];
+
+  std::vector<ref::TensorMap> samples;
+  for (const auto& file : files) {
+    Tensor t = onnxio::tensor_from_npy(read_npy(file), input);
+    if (t.dtype == DType::kFloat64) {
+      std::vector<float> v = ir::to_float_vector(t);
+      t = ir::make_tensor<float>(t.shape, v, input);
+    }
+    if (t.dtype != DType::kFloat32)
+      fail("{}: calibration array is {}, the model input '{}' wants float32", file,
+           ir::dtype_name(t.dtype), input);
+    const std::int64_t count = ir::element_count(t.shape);
+    // Accept the exact input shape, or a stack of inputs along axis 0 (N, ...) whose trailing
+    // dimensions match the input's (per-sample batch rows).
+    bool exact = t.shape == sample_shape;
+    bool stacked = !exact && t.shape.size() == sample_shape.size() && !t.shape.empty() &&
+                   std::equal(t.shape.begin() + 1, t.shape.end(), sample_shape.begin() + 1) &&
+                   t.shape[0] % batch == 0;
+    bool stacked_extra = !exact && !stacked && t.shape.size() == sample_shape.size() + 1 &&
+                         std::equal(t.shape.begin() + 1, t.shape.end(), sample_shape.begin());
+    if (!exact && !stacked && !stacked_extra)
+      fail(
+          "{}: calibration array shape {} does not fit model input '{}' of shape {} (give one "
+          "input, or a batch of them along axis 0)",
+          file, ir::shape_string(t.shape), input, ir::shape_string(info.shape));
+    for (std::int64_t start = 0; start < count; start += sample_elems) {
+      Tensor s = ir::make_tensor(DType::kFloat32, sample_shape, input);
+      std::memcpy(s.data.data(), t.data.data() + start * 4,
+                  static_cast<std::size_t>(sample_elems) * 4);
+      samples.push_back(ref::TensorMap{{input, std::move(s)}});
+    }
+  }
+  if (samples.empty()) fail("{}: no calibration samples", path);
+  return samples;
+}
+
+}  // namespace npukit::quant

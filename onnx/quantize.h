@@ -1,0 +1,80 @@
+// Post-training quantization of a float ONNX graph into npukit's native scheme (DECISIONS.md 5):
+// per-tensor symmetric int8 activations with zero point 0, per-tensor symmetric int8 weights,
+// int32 biases. The result is a standard QOperator graph (QuantizeLinear at the inputs,
+// QLinearConv, QGemm, QLinearMatMul, QLinearAdd, QLinearConcat, QLinearSigmoid,
+// QLinearLeakyRelu, QLinearAveragePool, QLinearGlobalAveragePool, int8 Relu/Clip/MaxPool/Resize/
+// Flatten/Reshape, DequantizeLinear at the outputs) that onnxruntime also runs. Ops without a
+// quantized form stay in float between DequantizeLinear and QuantizeLinear.
+//
+// Activation ranges come from running the float graph on calibration data with the reference
+// executor and one of three calibrations of the threshold T that maps to 127 (scale = T / 127):
+//   min-max     T = the largest |x| seen;
+//   percentile  T = the upper edge of the |x|-histogram bin where the given percentile of all
+//               values is reached;
+//   entropy     T minimising the KL divergence between the |x| histogram clipped at T and its
+//               128-level quantization (TensorRT's calibrator).
+#pragma once
+
+#include "ir/graph.h"
+#include "ref/executor.h"
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace npukit::quant {
+
+enum class Calibration { kMinMax, kPercentile, kEntropy };
+
+// "minmax", "percentile", "entropy"; throws listing the choices otherwise.
+Calibration parse_calibration(const std::string& name);
+const char* calibration_name(Calibration method);
+
+struct QuantizeOptions {
+  Calibration method = Calibration::kMinMax;
+  double percentile = 99.99;  // for kPercentile, in (0, 100]
+  int histogram_bins = 2048;  // for kPercentile and kEntropy
+  int quantized_bins = 128;   // levels on one side of zero (int8: 128)
+  // Called after each calibration run (done of total, counting both passes when histograms are
+  // needed); the CLI draws its progress bar from this.
+  std::function<void(std::size_t done, std::size_t total)> progress;
+};
+
+// ---- threshold selection on |x| histograms (bins of equal width over [0, range]) ------------
+
+float percentile_threshold(const std::vector<std::uint64_t>& bins, float range, double percentile);
+float entropy_threshold(const std::vector<std::uint64_t>& bins, float range, int quantized_bins);
+
+// ---- graph transformations ------------------------------------------------------------------
+
+// Folds every BatchNormalization (inference form) that is the only consumer of a Conv's output
+// into that Conv's weights and bias. Other BatchNormalization nodes are left alone.
+ir::Graph fold_batch_norm(const ir::Graph& graph);
+
+// Calibration thresholds T (the |x| mapped to 127) for the graph's float inputs and every float
+// node output, measured by running `graph` on `samples`.
+std::map<std::string, float> calibrate(const ir::Graph& graph,
+                                       const std::vector<ref::TensorMap>& samples,
+                                       const QuantizeOptions& options);
+
+struct QuantizeSummary {
+  std::map<std::string, int> quantized_ops;  // op type written -> count
+  std::vector<std::string> float_nodes;      // nodes kept in float, with the reason
+};
+
+// Rewrites a (batch-norm-folded) float graph into QOperator form with the given thresholds.
+ir::Graph quantize_with_thresholds(const ir::Graph& graph,
+                                   const std::map<std::string, float>& thresholds,
+                                   QuantizeSummary* summary = nullptr);
+
+// The whole pipeline: fold batch norms, calibrate, rewrite.
+ir::Graph quantize(const ir::Graph& float_graph, const std::vector<ref::TensorMap>& samples,
+                   const QuantizeOptions& options, QuantizeSummary* summary = nullptr);
+
+// Calibration samples for a single-input graph from a folder of .npy files or one .npy file.
+// Each array is one input of the graph's input shape or a batch of them along axis 0.
+std::vector<ref::TensorMap> load_calibration_data(const std::string& path, const ir::Graph& graph);
+
+}  // namespace npukit::quant

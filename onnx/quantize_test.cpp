@@ -1,0 +1,262 @@
+#include "onnx/quantize.h"
+
+#include "common/error.h"
+#include "ir/tensor_util.h"
+#include "onnx/onnx_io.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+namespace npukit::quant {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::string kFixtures = std::string(NPUKIT_SOURCE_DIR) + "/fixtures";
+
+ref::TensorMap one_input(const ir::Graph& g, const std::string& npy) {
+  ir::Tensor t = onnxio::load_tensor_file(npy);
+  t.name = g.inputs.at(0);
+  return {{t.name, t}};
+}
+
+std::vector<float> run_float(const ir::Graph& g, const ref::TensorMap& in) {
+  ref::TensorMap out = ref::run_graph(g, in);
+  return ir::to_float_vector(out.at(g.outputs.at(0)));
+}
+
+// ---- hand-computed thresholds ---------------------------------------------------------------
+
+// y = Relu(x): the graph whose activations we calibrate by hand.
+ir::Graph relu_graph() {
+  ir::Graph g;
+  g.name = "relu";
+  g.opsets[""] = 13;
+  g.tensors["x"] = ir::Tensor{"x", ir::DType::kFloat32, {1, 4}, {}};
+  g.tensors["y"] = ir::Tensor{"y", ir::DType::kFloat32, {1, 4}, {}};
+  g.inputs = {"x"};
+  g.outputs = {"y"};
+  g.nodes.push_back(ir::Node{"relu", "Relu", "", {"x"}, {"y"}, {}});
+  return g;
+}
+
+std::vector<ref::TensorMap> relu_samples() {
+  return {{{"x", ir::make_tensor<float>({1, 4}, {-3.0f, 1.0f, 0.5f, 2.0f}, "x")}},
+          {{"x", ir::make_tensor<float>({1, 4}, {0.25f, -1.0f, 2.5f, 0.0f}, "x")}}};
+}
+
+TEST(Calibration, MinMaxIsTheLargestMagnitudeOverAllSamples) {
+  QuantizeOptions o;
+  auto t = calibrate(relu_graph(), relu_samples(), o);
+  EXPECT_FLOAT_EQ(t.at("x"), 3.0f);  // |-3| in sample 0
+  EXPECT_FLOAT_EQ(t.at("y"), 2.5f);  // relu outputs: 0 1 .5 2 / .25 0 2.5 0
+  // The scale written into the model is T / 127. x feeds only the Relu, and an int8 Relu keeps
+  // its input's scale, so x gets the Relu output's range (its negative part is cut anyway).
+  ir::Graph q = quantize_with_thresholds(relu_graph(), t);
+  EXPECT_FLOAT_EQ(q.tensor("x_scale").as<float>()[0], 2.5f / 127);
+  EXPECT_FLOAT_EQ(q.tensor("y_scale").as<float>()[0], 2.5f / 127);
+}
+
+TEST(Calibration, PercentileByHand) {
+  // |x| over both samples: 3 1 .5 2 .25 1 2.5 0, range [0, 3] in 6 bins of width 0.5:
+  // bin0 [0,.5): .25 0 -> 2; bin1 [.5,1): .5 -> 1; bin2 [1,1.5): 1 1 -> 2; bin3 [1.5,2): 0;
+  // bin4 [2,2.5): 2 -> 1; bin5 [2.5,3]: 3 2.5 -> 2.  Cumulative: 2 3 5 5 6 8 of 8.
+  QuantizeOptions o;
+  o.method = Calibration::kPercentile;
+  o.histogram_bins = 6;
+  o.quantized_bins = 2;
+  o.percentile = 62.5;  // 5 of 8 values: reached at the end of bin2 -> T = 1.5
+  EXPECT_FLOAT_EQ(calibrate(relu_graph(), relu_samples(), o).at("x"), 1.5f);
+  o.percentile = 75;  // 6 of 8: end of bin4 -> 2.5
+  EXPECT_FLOAT_EQ(calibrate(relu_graph(), relu_samples(), o).at("x"), 2.5f);
+  o.percentile = 100;
+  EXPECT_FLOAT_EQ(calibrate(relu_graph(), relu_samples(), o).at("x"), 3.0f);
+  EXPECT_FLOAT_EQ(percentile_threshold({2, 1, 2, 0, 1, 2}, 3.0f, 10), 0.5f);
+  EXPECT_THROW(percentile_threshold({1}, 1.0f, 0), Error);
+}
+
+TEST(Calibration, EntropyByHand) {
+  // Histogram [10, 2, 0, 1] over [0, 4] (width 1), 2 quantized levels. Candidates i = 2, 3, 4:
+  //  i=2: P = [10, 2+0+1] / 13, Q = [10, 2] / 12:
+  //       KL = 10/13 ln((10/13)/(10/12)) + 3/13 ln((3/13)/(2/12)) = 0.01352
+  //  i=3: P = [10, 2, 0+1] / 13, Q = [10, 2, 0] / 12 (bin 2 is empty so gets nothing): Q is
+  //       zero where P is not, KL ~ 1/13 ln((1/13)/1e-4) = 0.51
+  //  i=4: P = [10, 2, 0, 1] / 13, Q = [6, 6, 0, 1] / 13:
+  //       KL = 10/13 ln(10/6) + 2/13 ln(2/6) = 0.2239
+  // Minimum at i = 2 -> T = 2 * width = 2.0.
+  EXPECT_FLOAT_EQ(entropy_threshold({10, 2, 0, 1}, 4.0f, 2), 2.0f);
+  // A flat histogram loses nothing by keeping everything: T = the full range.
+  EXPECT_FLOAT_EQ(entropy_threshold(std::vector<std::uint64_t>(16, 5), 8.0f, 4), 8.0f);
+  // A far outlier is clipped away.
+  std::vector<std::uint64_t> bins(2048, 0);
+  for (int i = 0; i < 256; ++i) bins[i] = 1000 - i * 3;
+  bins[2047] = 1;
+  float t = entropy_threshold(bins, 2048.0f, 128);
+  EXPECT_LT(t, 400.0f);
+  EXPECT_GE(t, 128.0f);
+}
+
+// ---- batch-norm folding --------------------------------------------------------------------
+
+TEST(BatchNormFolding, FoldedEqualsUnfusedAndTorch) {
+  ir::Graph g = onnxio::load_onnx(kFixtures + "/models/batchnorm.onnx");
+  int bn_before = 0;
+  for (const auto& n : g.nodes) bn_before += n.op_type == "BatchNormalization";
+  ASSERT_EQ(bn_before, 2);
+  ir::Graph folded = fold_batch_norm(g);
+  for (const auto& n : folded.nodes) EXPECT_NE(n.op_type, "BatchNormalization");
+  EXPECT_EQ(folded.nodes.size(), g.nodes.size() - 2);
+  for (int k = 0; k < 3; ++k) {
+    std::string base = kFixtures + "/models/batchnorm.";
+    auto in = one_input(g, base + "input_" + std::to_string(k) + ".npy");
+    std::vector<float> unfused = run_float(g, in);
+    std::vector<float> fused = run_float(folded, in);
+    std::vector<float> torch = ir::to_float_vector(
+        onnxio::load_tensor_file(base + "output_" + std::to_string(k) + ".npy"));
+    ASSERT_EQ(fused.size(), unfused.size());
+    ASSERT_EQ(fused.size(), torch.size());
+    for (std::size_t i = 0; i < fused.size(); ++i) {
+      EXPECT_NEAR(fused[i], unfused[i], 1e-4f * (1 + std::fabs(unfused[i]))) << i;
+      EXPECT_NEAR(fused[i], torch[i], 1e-4f * (1 + std::fabs(torch[i]))) << i;
+    }
+  }
+  // The folded graph is still a valid ONNX model.
+  EXPECT_NO_THROW(onnxio::load_onnx_bytes(onnxio::save_onnx_bytes(folded), "folded"));
+}
+
+// ---- the digits model ------------------------------------------------------------------------
+
+struct Accuracy {
+  double float_top1;
+  double int8_top1;
+};
+
+Accuracy digits_accuracy(Calibration method) {
+  ir::Graph g = onnxio::load_onnx(kFixtures + "/digits/lenet_digits.onnx");
+  auto samples = load_calibration_data(kFixtures + "/digits/calib.npy", g);
+  EXPECT_EQ(samples.size(), 128u);
+  QuantizeOptions o;
+  o.method = method;
+  ir::Graph q = quantize(g, samples, o);
+  // Through a file, as users get it: the saved model must pass the ONNX checker and reload.
+  q = onnxio::load_onnx_bytes(onnxio::save_onnx_bytes(q), "digits.int8.onnx");
+  ir::Tensor x = onnxio::load_tensor_file(kFixtures + "/digits/X_test.npy");
+  std::vector<std::int64_t> y =
+      ir::to_vector<std::int64_t>(onnxio::load_tensor_file(kFixtures + "/digits/y_test.npy"));
+  const std::size_t n = y.size();
+  const std::size_t image = 64;
+  int float_ok = 0, int8_ok = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    ir::Tensor img = ir::make_tensor(ir::DType::kFloat32, {1, 1, 8, 8}, "image");
+    std::memcpy(img.data.data(), x.data.data() + i * image * 4, image * 4);
+    ref::TensorMap in{{"image", img}};
+    auto argmax = [](const std::vector<float>& v) {
+      return std::max_element(v.begin(), v.end()) - v.begin();
+    };
+    float_ok += argmax(run_float(g, in)) == y[i];
+    int8_ok += argmax(run_float(q, in)) == y[i];
+  }
+  return {100.0 * float_ok / n, 100.0 * int8_ok / n};
+}
+
+TEST(QuantizeDigits, Int8AccuracyWithinOnePointOfFloat) {
+  for (Calibration m : {Calibration::kMinMax, Calibration::kPercentile, Calibration::kEntropy}) {
+    Accuracy a = digits_accuracy(m);
+    EXPECT_NEAR(a.float_top1, 97.22, 0.01) << "float accuracy differs from torch's";
+    EXPECT_GE(a.int8_top1, a.float_top1 - 1.0) << calibration_name(m);
+    std::printf("digits %-10s float %.2f%%  int8 %.2f%%\n", calibration_name(m), a.float_top1,
+                a.int8_top1);
+  }
+}
+
+TEST(QuantizeDigits, WritesTheNativeQOperatorScheme) {
+  ir::Graph g = onnxio::load_onnx(kFixtures + "/digits/lenet_digits.onnx");
+  auto samples = load_calibration_data(kFixtures + "/digits/calib.npy", g);
+  QuantizeSummary summary;
+  ir::Graph q = quantize(g, samples, QuantizeOptions{}, &summary);
+  EXPECT_TRUE(summary.float_nodes.empty());
+  std::vector<std::string> ops;
+  for (const auto& n : q.nodes) ops.push_back(n.op_type);
+  EXPECT_EQ(ops, (std::vector<std::string>{"QuantizeLinear", "QLinearConv", "Relu", "MaxPool",
+                                           "QLinearConv", "Relu", "MaxPool", "Flatten", "QGemm",
+                                           "Relu", "QGemm", "DequantizeLinear"}));
+  for (const auto& n : q.nodes) {
+    if (n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear") {
+      EXPECT_EQ(q.tensor(n.inputs[2]).dtype, ir::DType::kInt8);
+      EXPECT_EQ(q.tensor(n.inputs[2]).as<std::int8_t>()[0], 0);  // symmetric: zero point 0
+    }
+    if (n.op_type == "QLinearConv" || n.op_type == "QGemm") {
+      const ir::Tensor& w = q.tensor(n.inputs[3]);
+      EXPECT_EQ(w.dtype, ir::DType::kInt8);
+      EXPECT_TRUE(q.tensor(n.inputs[4]).shape.empty()) << "per-tensor weight scale";
+      EXPECT_EQ(q.tensor(n.inputs[5]).as<std::int8_t>()[0], 0);
+      const ir::Tensor& b = q.tensor(n.op_type == "QLinearConv" ? n.inputs[8] : n.inputs[6]);
+      EXPECT_EQ(b.dtype, ir::DType::kInt32);
+      // Weights use the full symmetric range [-127, 127].
+      auto v = ir::to_vector<std::int8_t>(w);
+      int max_abs = 0;
+      for (auto x : v) max_abs = std::max(max_abs, std::abs(int{x}));
+      EXPECT_EQ(max_abs, 127);
+    }
+  }
+  EXPECT_EQ(q.opsets.at("com.microsoft"), 1);
+  EXPECT_GE(q.opset, 14);
+}
+
+// ---- every bundled test model -----------------------------------------------------------------
+
+TEST(QuantizeModels, EveryTestModelQuantizesAndStaysCloseToFloat) {
+  for (const auto& entry : std::filesystem::directory_iterator(kFixtures + "/models")) {
+    if (entry.path().extension() != ".onnx") continue;
+    std::string stem = entry.path().stem().string();
+    std::string base = kFixtures + "/models/" + stem;
+    ir::Graph g = onnxio::load_onnx(entry.path().string());
+    std::vector<ref::TensorMap> samples;
+    for (int k = 0; k < 3; ++k)
+      samples.push_back(one_input(g, base + ".input_" + std::to_string(k) + ".npy"));
+    QuantizeSummary summary;
+    ir::Graph q = quantize(g, samples, QuantizeOptions{}, &summary);
+    for (const auto& why : summary.float_nodes) EXPECT_THAT(why, HasSubstr("Resize")) << stem;
+    EXPECT_TRUE(summary.float_nodes.empty() || stem == "upsample")
+        << stem << ": " << ::testing::PrintToString(summary.float_nodes);
+    q = onnxio::load_onnx_bytes(onnxio::save_onnx_bytes(q), stem + ".int8.onnx");
+    for (int k = 0; k < 3; ++k) {
+      std::vector<float> want = ir::to_float_vector(
+          onnxio::load_tensor_file(base + ".output_" + std::to_string(k) + ".npy"));
+      std::vector<float> got = run_float(q, samples[k]);
+      ASSERT_EQ(got.size(), want.size()) << stem;
+      float peak = 0, err = 0;
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        peak = std::max(peak, std::fabs(want[i]));
+        err = std::max(err, std::fabs(got[i] - want[i]));
+      }
+      // Several int8 layers deep, each adding up to half a step of error: allow 8% of the
+      // output's peak. A wrong scale or layout would be off by far more.
+      EXPECT_LE(err, 0.08f * peak) << stem << " sample " << k;
+    }
+  }
+}
+
+TEST(QuantizeErrors, ClearMessages) {
+  EXPECT_THAT(
+      [] {
+        try {
+          parse_calibration("kl");
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      }(),
+      HasSubstr("minmax, percentile or entropy"));
+  ir::Graph g = onnxio::load_onnx(kFixtures + "/digits/lenet_digits.onnx");
+  EXPECT_THROW(load_calibration_data(kFixtures + "/digits/y_test.npy", g), Error);
+  EXPECT_THROW(load_calibration_data(kFixtures + "/models", g), Error);  // no .npy fits? -> shape
+  ir::Graph q = quantize(g, load_calibration_data(kFixtures + "/digits/calib.npy", g), {});
+  EXPECT_THROW(quantize_with_thresholds(q, {}), Error);  // already quantized
+}
+
+}  // namespace
+}  // namespace npukit::quant

@@ -1,0 +1,106 @@
+// npukit quantize: post-training quantization of a float ONNX model into the native int8 scheme.
+#include "common/error.h"
+#include "onnx/onnx_io.h"
+#include "onnx/quantize.h"
+#include "tools/command_registry.h"
+
+#include <fmt/core.h>
+
+#include <unistd.h>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+namespace {
+
+struct QuantizeArgs {
+  std::string model;
+  std::string calib;
+  std::string output;
+  std::string method = "minmax";
+  double percentile = 99.99;
+  int bins = 2048;
+  bool quiet = false;
+};
+
+// A one-line bar redrawn in place; plain lines when stderr is not a terminal.
+class ProgressBar {
+ public:
+  explicit ProgressBar(bool enabled) : enabled_(enabled), tty_(isatty(fileno(stderr)) != 0) {}
+  void update(std::size_t done, std::size_t total) {
+    if (!enabled_ || total == 0) return;
+    const int width = 30;
+    int filled = static_cast<int>(width * done / total);
+    int percent = static_cast<int>(100 * done / total);
+    if (tty_) {
+      fmt::print(stderr, "\rcalibrating [{}{}] {:3d}% {}/{}", std::string(filled, '#'),
+                 std::string(width - filled, ' '), percent, done, total);
+      if (done == total) fmt::print(stderr, "\n");
+    } else if (percent / 10 != last_decile_ || done == total) {
+      last_decile_ = percent / 10;
+      fmt::print(stderr, "calibrating [{}{}] {:3d}% {}/{}\n", std::string(filled, '#'),
+                 std::string(width - filled, ' '), percent, done, total);
+    }
+    std::fflush(stderr);
+  }
+
+ private:
+  bool enabled_;
+  bool tty_;
+  int last_decile_ = -1;
+};
+
+void run_quantize(const QuantizeArgs& args) {
+  using namespace npukit;
+  quant::QuantizeOptions options;
+  options.method = quant::parse_calibration(args.method);
+  options.percentile = args.percentile;
+  options.histogram_bins = args.bins;
+  if (options.method == quant::Calibration::kPercentile &&
+      !(args.percentile > 0 && args.percentile <= 100))
+    fail("--percentile {} is out of range (0, 100]", args.percentile);
+  if (args.bins < options.quantized_bins)
+    fail("--bins {} must be at least {}", args.bins, options.quantized_bins);
+
+  auto start = std::chrono::steady_clock::now();
+  ir::Graph model = onnxio::load_onnx(args.model);
+  std::vector<ref::TensorMap> samples = quant::load_calibration_data(args.calib, model);
+  ProgressBar bar(!args.quiet);
+  options.progress = [&](std::size_t done, std::size_t total) { bar.update(done, total); };
+  quant::QuantizeSummary summary;
+  ir::Graph quantized = quant::quantize(model, samples, options, &summary);
+  onnxio::save_onnx(quantized, args.output);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  fmt::print("{}: {} calibration, {} samples, {:.2f} s\n", args.model,
+             quant::calibration_name(options.method), samples.size(), seconds);
+  std::string ops;
+  for (const auto& [op, count] : summary.quantized_ops) ops += fmt::format(" {} x{}", op, count);
+  fmt::print("int8 ops:{}\n", ops.empty() ? " none" : ops);
+  for (const auto& why : summary.float_nodes) fmt::print("kept in float: {}\n", why);
+  fmt::print("wrote {}\n", args.output);
+}
+
+const npukit::tools::CommandRegistrar kReg{
+    "quantize", "Post-training int8 quantization of a float ONNX model (QOperator output)",
+    [](CLI::App& sub) {
+      auto args = std::make_shared<QuantizeArgs>();
+      sub.add_option("model", args->model, "float ONNX model")
+          ->required()
+          ->check(CLI::ExistingFile);
+      sub.add_option("--calib", args->calib,
+                     "calibration data: a folder of .npy files or one .npy batch (N, ...)")
+          ->required();
+      sub.add_option("-o,--output", args->output, "where to write the int8 ONNX model")->required();
+      sub.add_option("--method", args->method, "calibration: minmax, percentile or entropy")
+          ->capture_default_str();
+      sub.add_option("--percentile", args->percentile, "percentile for --method percentile")
+          ->capture_default_str();
+      sub.add_option("--bins", args->bins, "histogram bins for percentile and entropy")
+          ->capture_default_str();
+      sub.add_flag("-q,--quiet", args->quiet, "no progress bar");
+      sub.callback([args] { run_quantize(*args); });
+    }};
+
+}  // namespace
