@@ -402,6 +402,151 @@ TEST(EltwiseBlock, WarnsWhenAZeroPointWouldWrapOnTheBoard) {
   EXPECT_NE(diag.warnings()[0].message.find("zero point"), std::string::npos);
 }
 
+// Robustness: random field values for every device-blocks opcode either run or fail with an
+// npukit::Error; never a crash, hang or sanitizer report (CI runs this under ASan + UBSan).
+TEST(BlocksRobustness, RandomFieldsRunOrFailCleanly) {
+  std::mt19937 rng(2024);
+  auto field_value = [&](const isa::FieldInfo& f) -> std::uint64_t {
+    const std::uint64_t max = f.max_value();
+    switch (rng() % 8) {
+      case 0:
+        return max & rng();  // anything
+      case 1:
+        return 0;
+      case 2:
+        return std::min<std::uint64_t>(max, 1 + rng() % 4);
+      default:
+        // Small sizes and 32-byte aligned addresses inside the 64 KiB DRAM, mostly.
+        return f.width >= 20 ? std::min<std::uint64_t>(max, (rng() % 2048) * 32)
+                             : std::min<std::uint64_t>(max, rng() % 12);
+    }
+  };
+  const std::pair<isa::Opcode, BlockFn> blocks[] = {
+      {isa::Opcode::EltWise, &run_eltwise}, {isa::Opcode::POOL, &run_pool},
+      {isa::Opcode::RESHAPE, &run_reshape}, {isa::Opcode::TRANSPOSE, &run_transpose},
+      {isa::Opcode::CONCAT, &run_concat},   {isa::Opcode::RESIZE, &run_resize},
+      {isa::Opcode::NMS, &run_nms}};
+  int ran = 0, failed = 0;
+  for (const auto& arch : isa::kSupportedArchs)
+    for (const auto& [op, fn] : blocks)
+      for (int trial = 0; trial < 150; ++trial) {
+        Dram dram(1 << 16);
+        dram.fill(0, 1 << 16, static_cast<std::uint8_t>(rng()), "test");
+        isa::Instruction mega(op), out(isa::Opcode::OutputBlock), tail(isa::Opcode::TailBlock);
+        for (const auto& f : isa::info(op).fields) mega.set(f.id, field_value(f));
+        for (const auto& f : isa::info(isa::Opcode::OutputBlock).fields)
+          out.set(f.id, field_value(f));
+        if (rng() % 2)
+          for (const auto& f : isa::info(isa::Opcode::TailBlock).fields)
+            tail.set(f.id, field_value(f));
+        Diagnostics diag;
+        try {
+          run_block(fn, arch, dram, diag, mega, &out, rng() % 3 ? &tail : nullptr);
+          ++ran;
+        } catch (const Error& e) {
+          ++failed;
+          EXPECT_NE(std::string(e.what()).find("layer 1"), std::string::npos) << e.what();
+        }
+      }
+  EXPECT_GT(failed, 0);
+
+  // Valid groups on 9,4,4 (3 or 4 channels of 2x2 at 0x100/0x200) with one field mutated, so
+  // the compute paths run on odd values too.
+  auto with = [](isa::Opcode op, std::initializer_list<std::pair<Field, std::uint64_t>> fields) {
+    isa::Instruction inst(op);
+    for (const auto& [f, v] : fields) inst.set(f, v);
+    return inst;
+  };
+  const isa::Instruction flat_out =
+      with(isa::Opcode::OutputBlock, {{Field::OutputBlock_OutputAddr, 0x400},
+                                      {Field::OutputBlock_KernelItr, 1},
+                                      {Field::OutputBlock_ImageDimOutput, 32},
+                                      {Field::OutputBlock_FlatController, 1},
+                                      {Field::OutputBlock_OpWidth, 1}});
+  const std::tuple<BlockFn, isa::Instruction, isa::Instruction> valid[] = {
+      {&run_eltwise, small_eltwise(0), output_block(0x400, 1, 8, 2, 2)},
+      {&run_eltwise, small_eltwise(4), output_block(0x400, 1, 8, 2, 2)},
+      {&run_pool,
+       with(isa::Opcode::POOL, {{Field::POOL_IW, 2},
+                                {Field::POOL_IH, 2},
+                                {Field::POOL_IC, 3},
+                                {Field::POOL_ImageStartAddress, 0x100},
+                                {Field::POOL_ImageEndAddress, 0x120},
+                                {Field::POOL_PoolWidth, 2},
+                                {Field::POOL_PoolHeight, 2},
+                                {Field::POOL_PoolStrideWidth, 2},
+                                {Field::POOL_PoolStrideHeight, 2}}),
+       output_block(0x400, 1, 8, 1, 1)},
+      {&run_transpose,
+       with(isa::Opcode::TRANSPOSE, {{Field::TRANSPOSE_IC, 3},
+                                     {Field::TRANSPOSE_IH, 2},
+                                     {Field::TRANSPOSE_IW, 2},
+                                     {Field::TRANSPOSE_ImageStartAddress, 0x100}}),
+       flat_out},
+      {&run_reshape,
+       with(isa::Opcode::RESHAPE, {{Field::RESHAPE_IC, 3},
+                                   {Field::RESHAPE_IH, 2},
+                                   {Field::RESHAPE_IW, 2},
+                                   {Field::RESHAPE_ImageStartAddress, 0x100}}),
+       flat_out},
+      {&run_concat,
+       with(isa::Opcode::CONCAT, {{Field::CONCAT_InNum, 2},
+                                  {Field::CONCAT_Image1StartAddress, 0x100},
+                                  {Field::CONCAT_IH1, 2},
+                                  {Field::CONCAT_KN1, 4},
+                                  {Field::CONCAT_Image2StartAddress, 0x200},
+                                  {Field::CONCAT_IH2, 2},
+                                  {Field::CONCAT_KN2, 3}}),
+       output_block(0x400, 2, 8, 2, 2)},
+      {&run_resize,
+       with(isa::Opcode::RESIZE, {{Field::RESIZE_IW, 2},
+                                  {Field::RESIZE_IH, 2},
+                                  {Field::RESIZE_IC, 3},
+                                  {Field::RESIZE_ImageStartAddress, 0x100},
+                                  {Field::RESIZE_ImageEndAddress, 0x120}}),
+       output_block(0x400, 1, 16, 4, 4)},
+      {&run_nms,
+       with(isa::Opcode::NMS, {{Field::NMS_IOU, 1},
+                               {Field::NMS_IOUShift, 1},
+                               {Field::NMS_TotalInBoxes, 4},
+                               {Field::NMS_MaxOutBoxes, 2},
+                               {Field::NMS_TotalClasses, 2},
+                               {Field::NMS_BoxStartAddr, 0x100},
+                               {Field::NMS_BoxEndAddr, 0x120},
+                               {Field::NMS_ScoreStartAddr, 0x200},
+                               {Field::NMS_ScoreEndAddr, 0x220}}),
+       with(isa::Opcode::OutputBlock, {{Field::OutputBlock_OutputAddr, 0x400}})},
+  };
+  for (const auto& [fn, mega, out] : valid) {
+    Dram dram(1 << 16);
+    Diagnostics diag;
+    EXPECT_EQ(error_of([&] { run_block(fn, isa::kArch9x4x4, dram, diag, mega, &out, nullptr); }),
+              "")
+        << isa::name(mega.opcode());
+    for (int trial = 0; trial < 200; ++trial) {
+      dram.fill(0, 1 << 16, static_cast<std::uint8_t>(rng()), "test");
+      isa::Instruction m = mega, o = out;
+      const auto& mf = isa::info(m.opcode()).fields;
+      const auto& of = isa::info(isa::Opcode::OutputBlock).fields;
+      if (rng() % 4) {
+        const auto& f = mf[rng() % mf.size()];
+        m.set(f.id, field_value(f));
+      } else {
+        const auto& f = of[rng() % of.size()];
+        o.set(f.id, field_value(f));
+      }
+      try {
+        run_block(fn, isa::kArch9x4x4, dram, diag, m, &o, nullptr);
+        ++ran;
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("layer 1"), std::string::npos) << e.what();
+      }
+    }
+  }
+  EXPECT_GT(ran, 400);
+  RecordProperty("ran", ran);
+}
+
 // Whole programs: assembled with the ISA encoder, run from bytes through Device, result taken
 // from the dispatch frame.
 TEST(EltwiseProgram, EveryOperationOnEveryArray) {
