@@ -137,6 +137,18 @@ BlockTiming run_eltwise(LayerContext& ctx) {
   const std::uint64_t ih = require_nonzero(ctx, Field::EltWise_IH, "the image height");
   const std::uint64_t ic = require_nonzero(ctx, Field::EltWise_IC, "the channel count");
   const bool unary = lane.type == EltType::kSigmoid || lane.type == EltType::kTanh;
+  // The datapath uses bits [17:0] of each scale; a 32-bit value that is not the sign extension of
+  // those bits means the program meant a scale the hardware cannot hold.
+  for (const Field f : {Field::EltWise_AScale, Field::EltWise_BScale}) {
+    const std::uint64_t raw = ctx.mega.get(f);
+    const std::int32_t used = eltwise_scale_from_field(raw);
+    if (static_cast<std::uint32_t>(used) != static_cast<std::uint32_t>(raw) &&
+        !(unary && f == Field::EltWise_BScale))
+      ctx.diag.warn(ctx.layer_number,
+                    fmt::format("{}: 0x{:08x} does not fit the signed 18-bit scale; the hardware "
+                                "uses bits [17:0] only, i.e. {}",
+                                ctx.field_name(f), raw, used));
+  }
 
   const ActivationLayout layout = ActivationLayout::for_arch(ctx.arch, ic, ih * iw);
   const std::uint64_t left_addr =

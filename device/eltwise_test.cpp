@@ -390,6 +390,21 @@ TEST(EltwiseBlock, BadFieldsNameTheInstructionAndField) {
   EXPECT_EQ(run(sig), "");
 }
 
+TEST(EltwiseBlock, WarnsWhenAScaleDoesNotFitEighteenBits) {
+  Dram dram(1 << 16);
+  Diagnostics diag;
+  const isa::Instruction out = output_block(0x400, 1, 8, 2, 2);
+  isa::Instruction mega = small_eltwise(0);
+  mega.set(Field::EltWise_AScale, 0xFFFFFC00);  // -1024, sign-extended: fine
+  run_block(&run_eltwise, isa::kArch9x4x4, dram, diag, mega, &out, nullptr);
+  EXPECT_TRUE(diag.warnings().empty());
+  mega.set(Field::EltWise_BScale, 0x40000);  // 256.0 in Q10 needs 19 bits: reads as 0
+  run_block(&run_eltwise, isa::kArch9x4x4, dram, diag, mega, &out, nullptr);
+  ASSERT_EQ(diag.warnings().size(), 1u);
+  EXPECT_NE(diag.warnings()[0].message.find("EltWise.BScale"), std::string::npos);
+  EXPECT_NE(diag.warnings()[0].message.find("i.e. 0"), std::string::npos);
+}
+
 TEST(EltwiseBlock, WarnsWhenAZeroPointWouldWrapOnTheBoard) {
   Dram dram(1 << 16);
   dram.fill(0x100, 32, 0x7F, "test");  // every element 127
