@@ -238,6 +238,7 @@ inline std::vector<std::int32_t> ref_conv(const ConvSpec& s,
 
 // A program under construction: instructions plus blobs at increasing 32-aligned addresses.
 struct ProgramBuilder {
+  explicit ProgramBuilder(const isa::SaArch& a) : arch(a) {}
   isa::SaArch arch;
   std::vector<Instruction> instructions;
   std::vector<isa::Blob> blobs;
