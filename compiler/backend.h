@@ -1,0 +1,86 @@
+// The back end's view of the device part: the lowered npukit.gati layers in execution order, the
+// device tensors with their DRAM placement, the weight/bias blobs and the instructions. Filled in
+// by passes 9-13 (see compiler/passes.h), each adding one kind of fact.
+#pragma once
+
+#include "common/bytes.h"
+#include "compiler/context.h"
+#include "isa/gml.h"
+#include "isa/isa.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace npukit::compiler {
+
+enum class TensorKind {
+  kActivation,    // int8 [C, H, W] in the gati.md 6.1 layout, C' * P' bytes
+  kActivation32,  // int32 partial sums (OpWidth 4), 4 * C' * P' bytes
+  kVector,        // int8 FC vector, ceil_mod(K, 32) bytes
+};
+const char* kind_name(TensorKind k);
+
+struct DeviceTensor {
+  std::string name;
+  TensorKind kind = TensorKind::kActivation;
+  std::int64_t c = 0, h = 1, w = 1;
+  std::uint64_t bytes = 0;
+  int produced_at = -1;  // layer index; -1 for a device input (written by the host)
+  int last_used_at = -1;
+  bool device_input = false, device_output = false;
+  std::uint64_t arena_offset = 0;  // allocate_buffers
+  std::uint32_t address = 0;       // assign_addresses
+};
+
+struct LayerBlob {
+  std::string layer, what;  // what: "weights" or "bias"
+  Bytes bytes;
+  std::uint32_t address = 0;
+};
+
+struct DeviceLayer {
+  std::string name;      // the npukit.gati node's name
+  std::size_t node = 0;  // index into Context::graph.nodes
+  isa::Opcode opcode = isa::Opcode::CONV;
+  int weights = -1, bias = -1;  // indices into DeviceProgram::blobs
+  bool dispatch = false;
+  std::uint32_t dispatch_id = 0;
+  std::vector<isa::Instruction> instructions;  // MEGA, OutputBlock, [TailBlock], START
+};
+
+struct DeviceProgram {
+  isa::SaArch arch;
+  std::vector<DeviceLayer> layers;
+  std::map<std::string, DeviceTensor> tensors;
+  std::vector<std::string> inputs, outputs;  // device part boundary, in graph order
+  std::vector<LayerBlob> blobs;              // in stream order
+  std::uint64_t arena_bytes = 0;             // the I/O buffers
+  std::uint32_t arena_address = 0;
+  std::uint32_t accumulant_address = 0;
+  std::uint64_t accumulant_bytes = 0;
+  std::uint64_t dram_end = 0;  // first byte after everything the program uses
+  std::vector<isa::Instruction> instructions;
+};
+
+// Collects the device layers and tensors from the lowered graph (the Gati nodes placed on the
+// device) and decides which tensors the host writes and which it receives.
+DeviceProgram collect_device_program(const Context& ctx);
+
+// Passes 9-13.
+void convert_layouts(const Context& ctx, DeviceProgram& prog);
+void allocate_buffers(const Context& ctx, DeviceProgram& prog);
+void assign_addresses(const Context& ctx, DeviceProgram& prog);
+void generate_instructions(Context& ctx, DeviceProgram& prog);
+Bytes emit_gml(const DeviceProgram& prog);
+
+// Number of instructions generate_instructions emits for layer i (assign_addresses needs it to
+// size the instruction region before the instructions exist).
+std::size_t instruction_count(const DeviceProgram& prog, std::size_t layer);
+// gaticc's DispatchID: the sum of the name's characters (gati.md 3.2).
+std::uint32_t dispatch_hash(const std::string& name);
+// The megablock opcode of an npukit.gati op type ("GatiConv" -> CONV); throws for others.
+isa::Opcode megablock_of(const std::string& op_type);
+
+}  // namespace npukit::compiler

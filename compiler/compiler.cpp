@@ -1,0 +1,306 @@
+#include "compiler/compiler.h"
+
+#include "common/error.h"
+#include "compiler/geometry.h"
+#include "compiler/passes.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+namespace npukit::compiler {
+
+namespace {
+
+struct QuantInfo {
+  double scale = 0;
+  std::int64_t zero_point = 0;
+};
+
+// Scale and zero point of every int8 value of a QOperator graph, read off the ops that produce or
+// consume it, so the manifest can tell the runtime how to (de)quantize what crosses the boundary.
+std::map<std::string, QuantInfo> quant_params(const ir::Graph& g) {
+  std::map<std::string, QuantInfo> q;
+  auto take = [&](const ir::Node& n, const std::string& value, std::size_t s, std::size_t z) {
+    if (value.empty() || s >= n.inputs.size() || q.count(value)) return;
+    const ir::Tensor* st = g.find(n.inputs[s]);
+    if (!st || !st->is_constant()) return;
+    const auto sv = constant_values(*st);
+    if (sv.size() != 1) return;
+    QuantInfo info{sv[0], 0};
+    if (z < n.inputs.size() && !n.inputs[z].empty())
+      if (const ir::Tensor* zt = g.find(n.inputs[z]); zt && zt->is_constant())
+        info.zero_point = static_cast<std::int64_t>(constant_values(*zt).at(0));
+    q[value] = info;
+  };
+  for (int round = 0; round < 2; ++round) {
+    for (const auto& n : g.nodes) {
+      const auto& op = n.op_type;
+      const auto in = [&](std::size_t i) {
+        return i < n.inputs.size() ? n.inputs[i] : std::string();
+      };
+      const std::string out = n.outputs.empty() ? "" : n.outputs[0];
+      if (op == "QuantizeLinear")
+        take(n, out, 1, 2);
+      else if (op == "DequantizeLinear")
+        take(n, in(0), 1, 2);
+      else if (op == "QLinearConv")
+        take(n, in(0), 1, 2), take(n, out, 6, 7);
+      else if (op == "QGemm")
+        take(n, in(0), 1, 2), take(n, out, 7, 8);
+      else if (op == "QLinearMatMul")
+        take(n, in(0), 1, 2), take(n, out, 6, 7);
+      else if (op == "QLinearAdd" || op == "QLinearMul")
+        take(n, in(0), 1, 2), take(n, in(3), 4, 5), take(n, out, 6, 7);
+      else if (op == "QLinearSigmoid" || op == "QLinearLeakyRelu" || op == "QLinearAveragePool" ||
+               op == "QLinearGlobalAveragePool")
+        take(n, in(0), 1, 2), take(n, out, 3, 4);
+      else if (op == "QLinearConcat") {
+        take(n, out, 0, 1);
+        for (std::size_t k = 2; k + 2 < n.inputs.size() + 1 && k < n.inputs.size(); k += 3)
+          take(n, in(k), k + 1, k + 2);
+      } else if ((op == "MaxPool" || op == "Relu" || op == "Clip" || op == "Flatten" ||
+                  op == "Reshape" || op == "Resize") &&
+                 q.count(in(0)) && !q.count(out))
+        q[out] = q[in(0)];
+    }
+  }
+  return q;
+}
+
+}  // namespace
+
+ir::Graph extract_subgraph(const ir::Graph& graph, const std::vector<std::string>& names,
+                           const std::vector<std::string>& outputs, const std::string& name) {
+  ir::Graph sub;
+  sub.name = name;
+  sub.opset = graph.opset;
+  sub.opsets = graph.opsets;
+  std::set<std::string> wanted(names.begin(), names.end()), produced;
+  for (const auto& n : graph.nodes)
+    if (wanted.count(n.name)) {
+      sub.nodes.push_back(n);
+      for (const auto& o : n.outputs) produced.insert(o);
+    }
+  std::set<std::string> seen;
+  for (const auto& n : sub.nodes)
+    for (const auto& in : n.inputs) {
+      if (in.empty() || seen.count(in)) continue;
+      seen.insert(in);
+      const ir::Tensor* t = graph.find(in);
+      if (t) sub.tensors[in] = *t;
+      if (!produced.count(in) && !(t && t->is_constant())) sub.inputs.push_back(in);
+    }
+  for (const auto& n : sub.nodes)
+    for (const auto& o : n.outputs)
+      if (const ir::Tensor* t = graph.find(o)) sub.tensors[o] = *t;
+  sub.outputs = outputs;
+  return sub;
+}
+
+Context lower(const ir::Graph& model, const CompileOptions& options) {
+  Context ctx;
+  ctx.options = options;
+  ctx.graph = model;
+  fuse_batchnorm(ctx);
+  canonicalize_qdq(ctx);
+  check_shapes(ctx);
+  assign_devices(ctx);
+  lower_to_gati(ctx);
+  fuse_tail(ctx);
+  split_kernels(ctx);
+  check_limits(ctx);
+  return ctx;
+}
+
+CompileResult compile(const ir::Graph& model, const CompileOptions& options) {
+  CompileResult r;
+  // The scales are read from the QOperator form, before lowering replaces the ops.
+  Context pre;
+  pre.options = options;
+  pre.graph = model;
+  fuse_batchnorm(pre);
+  canonicalize_qdq(pre);
+  const auto qparams = quant_params(pre.graph);
+
+  r.ctx = lower(model, options);
+  Context& ctx = r.ctx;
+  r.program = collect_device_program(ctx);
+  DeviceProgram& prog = r.program;
+  convert_layouts(ctx, prog);
+  allocate_buffers(ctx, prog);
+  assign_addresses(ctx, prog);
+  generate_instructions(ctx, prog);
+  r.gml = emit_gml(prog);
+
+  // Host subgraphs: the host nodes that do not read device values run before, the others after.
+  const ir::Graph& g = ctx.graph;
+  std::vector<std::string> before, after;
+  std::set<std::string> device_made;
+  for (const auto& l : prog.layers) device_made.insert(g.nodes[l.node].outputs[0]);
+  std::set<std::string> after_values = device_made;
+  for (const auto& n : g.nodes) {
+    if (is_gati(n) && ctx.on_device(n.name)) continue;
+    bool late = false;
+    for (const auto& in : n.inputs) late = late || after_values.count(in);
+    if (late) {
+      after.push_back(n.name);
+      for (const auto& o : n.outputs) after_values.insert(o);
+    } else {
+      before.push_back(n.name);
+    }
+  }
+  isa::Manifest& m = r.manifest;
+  m.model = model.name;
+  m.sa_arch = options.arch.str();
+  m.ramsize_mb = options.ramsize_mb;
+  m.allow_errata = options.allow_errata;
+  m.gml_bytes = r.gml.size();
+  auto model_tensor = [&](const std::string& name) {
+    isa::ManifestTensor t;
+    t.name = name;
+    const ir::Tensor* tt = g.find(name);
+    t.shape = tt ? tt->shape : std::vector<std::int64_t>{};
+    t.dtype = tt ? ir::dtype_name(tt->dtype) : "undefined";
+    if (auto it = qparams.find(name);
+        it != qparams.end() && tt && tt->dtype != ir::DType::kFloat32) {
+      t.scale = it->second.scale;
+      t.zero_point = it->second.zero_point;
+    }
+    return t;
+  };
+  for (const auto& in : model.inputs) m.inputs.push_back(model_tensor(in));
+  for (const auto& out : model.outputs) m.outputs.push_back(model_tensor(out));
+  auto device_tensor = [&](const std::string& name) {
+    isa::ManifestTensor t = model_tensor(name);
+    const DeviceTensor& d = prog.tensors.at(name);
+    t.layout = d.kind == TensorKind::kVector ? "vector" : "activation";
+    t.address = d.address;
+    t.bytes = d.bytes;
+    return t;
+  };
+  for (const auto& in : prog.inputs) m.device_inputs.push_back(device_tensor(in));
+  for (const auto& out : prog.outputs) {
+    isa::ManifestTensor t = device_tensor(out);
+    for (const auto& l : prog.layers)
+      if (g.nodes[l.node].outputs[0] == out) {
+        t.dispatch_id = l.dispatch_id;
+        t.layer = l.name;
+      }
+    m.device_outputs.push_back(t);
+  }
+  if (!before.empty()) {
+    std::vector<std::string> outs;
+    std::set<std::string> made;
+    for (const auto& name : before)
+      for (const auto& n : g.nodes)
+        if (n.name == name)
+          for (const auto& o : n.outputs) made.insert(o);
+    for (const auto& in : prog.inputs)
+      if (made.count(in)) outs.push_back(in);
+    for (const auto& o : model.outputs)
+      if (made.count(o) && std::find(outs.begin(), outs.end(), o) == outs.end()) outs.push_back(o);
+    for (const auto& name : after)
+      for (const auto& n : g.nodes)
+        if (n.name == name)
+          for (const auto& in : n.inputs)
+            if (made.count(in) && std::find(outs.begin(), outs.end(), in) == outs.end())
+              outs.push_back(in);
+    r.host_before = extract_subgraph(g, before, outs, model.name + "_host_before");
+    m.host_before = isa::ManifestSubgraph{"host_before.onnx", r.host_before->inputs, outs, before};
+  }
+  if (!after.empty()) {
+    r.host_after = extract_subgraph(g, after, model.outputs, model.name + "_host_after");
+    // Model outputs the suffix does not produce come straight from the device or the prefix.
+    std::vector<std::string> outs;
+    std::set<std::string> made;
+    for (const auto& n : r.host_after->nodes)
+      for (const auto& o : n.outputs) made.insert(o);
+    for (const auto& o : model.outputs)
+      if (made.count(o)) outs.push_back(o);
+    r.host_after->outputs = outs;
+    m.host_after = isa::ManifestSubgraph{"host_after.onnx", r.host_after->inputs, outs, after};
+  }
+  int first = 0;
+  for (const auto& l : prog.layers) {
+    isa::ManifestLayer ml;
+    ml.name = l.name;
+    ml.opcode = std::string(isa::name(l.opcode));
+    const ir::Node& n = g.nodes[l.node];
+    for (const auto& in : n.inputs)
+      if (!in.empty() && prog.tensors.count(in)) ml.inputs.push_back(in);
+    ml.outputs = n.outputs;
+    ml.first_instruction = first;
+    ml.instruction_count = static_cast<int>(l.instructions.size());
+    first += ml.instruction_count;
+    m.layers.push_back(ml);
+  }
+  m.instruction_count = prog.instructions.size();
+  m.dram_bytes = prog.dram_end;
+  m.warnings = ctx.warnings;
+  return r;
+}
+
+std::string explain(const CompileResult& r) {
+  const Context& ctx = r.ctx;
+  const DeviceProgram& prog = r.program;
+  const ir::Graph& g = ctx.graph;
+  std::string s;
+  s += fmt::format(
+      "Gati program for '{}' on sa_arch {} (ISA v16), {} device layers, {} instructions\n", g.name,
+      prog.arch.str(), prog.layers.size(), prog.instructions.size());
+  s += "\nPlacement (every node of the model and of the lowering):\n";
+  for (const auto& name : ctx.placement_order) {
+    const auto& p = ctx.placement.at(name);
+    s += fmt::format("  {:<32} {:<6} {}\n", name,
+                     p.placement == Placement::kDevice ? "device" : "host", p.reason);
+  }
+  s += "\nDevice layers:\n";
+  int index = 0;
+  for (const auto& l : prog.layers) {
+    const ir::Node& n = g.nodes[l.node];
+    s += fmt::format("\n[{}] {} {} ({})", ++index, l.name, isa::name(l.opcode), n.op_type);
+    if (l.dispatch) s += fmt::format("  dispatch id {}", l.dispatch_id);
+    s += "\n";
+    std::uint64_t reads = 0, writes = 0;
+    for (const auto& in : n.inputs)
+      if (auto it = prog.tensors.find(in); it != prog.tensors.end()) {
+        reads += it->second.bytes;
+        s += fmt::format("  reads  {:<28} {:>9} B at 0x{:08x} ({} {}x{}x{})\n", in,
+                         it->second.bytes, it->second.address, kind_name(it->second.kind),
+                         it->second.c, it->second.h, it->second.w);
+      }
+    const auto& out = prog.tensors.at(n.outputs[0]);
+    writes = out.bytes;
+    s += fmt::format("  writes {:<28} {:>9} B at 0x{:08x} ({} {}x{}x{})\n", out.name, out.bytes,
+                     out.address, kind_name(out.kind), out.c, out.h, out.w);
+    for (int b : {l.weights, l.bias})
+      if (b >= 0) {
+        const auto& blob = prog.blobs[static_cast<std::size_t>(b)];
+        reads += blob.bytes.size();
+        s += fmt::format("  {:<6} {:>38} B at 0x{:08x}\n", blob.what, blob.bytes.size(),
+                         blob.address);
+      }
+    s += fmt::format("  DRAM footprint: {} B read, {} B written\n", reads, writes);
+    for (const auto& inst : l.instructions) {
+      const auto& info = isa::info(inst.opcode());
+      s += fmt::format("    {}", info.name);
+      for (const auto& f : info.fields) {
+        const auto v = inst.get(f.id);
+        if (v != 0) s += fmt::format(" {}={}", f.name, v);
+      }
+      s += "\n";
+    }
+  }
+  s += fmt::format(
+      "\nDRAM map: instructions [0, 0x{:x}), weights+biases up to 0x{:x}, I/O arena "
+      "[0x{:x}, 0x{:x}), accumulants [0x{:x}, 0x{:x}); {} bytes of {} MB\n",
+      isa::instruction_region_bytes(prog.instructions.size()), prog.arena_address,
+      prog.arena_address, prog.arena_address + prog.arena_bytes, prog.accumulant_address,
+      prog.accumulant_address + prog.accumulant_bytes, prog.dram_end, ctx.options.ramsize_mb);
+  for (const auto& w : ctx.warnings) s += "warning: " + w + "\n";
+  return s;
+}
+
+}  // namespace npukit::compiler

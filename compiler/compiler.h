@@ -1,0 +1,43 @@
+// npukit's Gati compiler: ONNX graph (ir::Graph from onnx/load_onnx) in; GML, manifest, host
+// subgraphs and the lowered npukit.gati graph out. compile() runs the passes of
+// compiler/passes.h in order; docs/compiler.md explains each.
+#pragma once
+
+#include "common/bytes.h"
+#include "compiler/backend.h"
+#include "compiler/context.h"
+#include "ir/graph.h"
+#include "isa/manifest.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace npukit::compiler {
+
+struct CompileResult {
+  Context ctx;  // ctx.graph is the lowered graph (host ops + npukit.gati device ops)
+  DeviceProgram program;
+  Bytes gml;
+  std::optional<ir::Graph> host_before, host_after;  // host subgraphs, when there is host work
+  isa::Manifest manifest;                            // host subgraph file names filled in
+};
+
+// Front end and lowering only (passes 1-8): what `npukit compare` runs on the reference
+// executor. The graph's device nodes are npukit.gati ops, the rest unchanged ONNX.
+Context lower(const ir::Graph& model, const CompileOptions& options);
+
+// The whole pipeline. Throws npukit::Error naming the layer and the limit for anything the Gati
+// cannot run (and errata, unless options.allow_errata).
+CompileResult compile(const ir::Graph& model, const CompileOptions& options);
+
+// The per-layer report of `npukit compile --explain`: every node's placement and why, each device
+// layer's instructions (field by field) and DRAM footprint.
+std::string explain(const CompileResult& result);
+
+// Extracts the nodes of `graph` listed in `names` as a stand-alone graph whose inputs are the
+// values they read from outside and whose outputs are `outputs`.
+ir::Graph extract_subgraph(const ir::Graph& graph, const std::vector<std::string>& names,
+                           const std::vector<std::string>& outputs, const std::string& name);
+
+}  // namespace npukit::compiler

@@ -1,0 +1,86 @@
+// What every compiler pass shares: the options, the graph being rewritten and what the passes have
+// learned so far (where each node runs and why, warnings). The passes are listed, in the order
+// compile() runs them, in compiler/passes.h; each lives in its own pass_*.cpp file.
+#pragma once
+
+#include "ir/graph.h"
+#include "isa/arch.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace npukit::compiler {
+
+inline constexpr const char* kGatiDomain = "npukit.gati";
+
+struct CompileOptions {
+  isa::SaArch arch = isa::SaArch::default_arch();
+  // Names of device layers (node names) or tensors whose values are dispatched back to the host
+  // in addition to the device part's outputs (gaticc --dispatch l1,l2).
+  std::vector<std::string> dispatch;
+  std::uint64_t ramsize_mb = 512;  // board DRAM, gaticc --ramsize
+  // Emit programs that hit known v1.0.0 errata (gati.md 14.6) instead of refusing; for
+  // simulation-only work (DECISIONS.md 18).
+  bool allow_errata = false;
+};
+
+enum class Placement { kHost, kDevice };
+
+struct PlacementNote {
+  Placement placement = Placement::kHost;
+  std::string reason;
+};
+
+struct Context {
+  CompileOptions options;
+  ir::Graph graph;  // rewritten in place by the passes
+  // Why each node of the (original, then lowered) graph runs where it does, by node name.
+  std::map<std::string, PlacementNote> placement;
+  // Original node names in the order the passes recorded them (for --explain).
+  std::vector<std::string> placement_order;
+  std::vector<std::string> warnings;
+
+  void place(const std::string& node, Placement where, std::string reason);
+  bool on_device(const std::string& node) const;
+};
+
+// ---- small helpers shared by several passes -------------------------------------------------
+
+// QuantScale/QuantShift for a real multiplier (DECISIONS.md 4): scale in [1, 32767] and the shift
+// in [0, 31] that makes scale / 2^shift closest to `multiplier`. Throws naming `what` when the
+// multiplier cannot be represented (>= 32767.5 or so small that the scale rounds to 0).
+struct ScaleShift {
+  std::int64_t scale = 1;
+  std::int64_t shift = 0;
+  double value() const;
+};
+ScaleShift choose_scale_shift(double multiplier, const std::string& what);
+
+// The unsigned 16-bit variant used by pools (PoolScale, GblPoolScale), kept <= 32767 so signed and
+// unsigned readings agree (docs/ref-ops.md).
+ScaleShift choose_pool_scale_shift(double multiplier, const std::string& what);
+
+// Reads a constant scalar float (scale) or integer (zero point) input of a node; throws naming the
+// node and input when it is not a constant.
+float constant_float(const ir::Graph& g, const ir::Node& n, std::size_t input);
+std::int64_t constant_int(const ir::Graph& g, const ir::Node& n, std::size_t input,
+                          std::int64_t fallback);
+// All elements of a constant as double (any numeric dtype).
+std::vector<double> constant_values(const ir::Tensor& t);
+
+// Output size of a conv/pool axis with floor division (gati.md 3.2).
+std::int64_t conv_out(std::int64_t in, std::int64_t pad_begin, std::int64_t pad_end,
+                      std::int64_t kernel, std::int64_t stride);
+
+// A fresh tensor/node name based on `base` that is not yet used in g.
+std::string unique_name(const ir::Graph& g, const std::string& base);
+
+// Makes an int8/int32 constant tensor in g and returns its name.
+std::string add_constant(ir::Graph& g, const std::string& base, ir::DType dtype,
+                         const ir::Shape& shape, const void* data);
+
+bool is_gati(const ir::Node& n);
+
+}  // namespace npukit::compiler

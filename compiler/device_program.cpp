@@ -1,0 +1,157 @@
+// collect_device_program: the boundary between the lowered graph and the back end. The device part
+// is the Gati nodes placed on the device, in graph (execution) order; its inputs are the values
+// those nodes read that the host provides (graph inputs or host-prefix outputs), its outputs the
+// values the host needs afterwards (graph outputs, host-suffix inputs, --dispatch requests).
+#include "common/error.h"
+#include "compiler/backend.h"
+#include "compiler/geometry.h"
+#include "compiler/layout.h"
+
+#include <algorithm>
+#include <set>
+
+namespace npukit::compiler {
+
+const char* kind_name(TensorKind k) {
+  switch (k) {
+    case TensorKind::kActivation:
+      return "activation";
+    case TensorKind::kActivation32:
+      return "activation32";
+    case TensorKind::kVector:
+      return "vector";
+  }
+  return "?";
+}
+
+isa::Opcode megablock_of(const std::string& op) {
+  if (op == "GatiConv") return isa::Opcode::CONV;
+  if (op == "GatiFC") return isa::Opcode::FC;
+  if (op == "GatiPool") return isa::Opcode::POOL;
+  if (op == "GatiEltwise") return isa::Opcode::EltWise;
+  if (op == "GatiResize") return isa::Opcode::RESIZE;
+  if (op == "GatiConcat") return isa::Opcode::CONCAT;
+  if (op == "GatiTranspose") return isa::Opcode::TRANSPOSE;
+  fail("npukit.gati op '{}' has no megablock in this compiler", op);
+}
+
+std::uint32_t dispatch_hash(const std::string& name) {
+  std::uint32_t sum = 0;
+  for (unsigned char ch : name) sum += ch;
+  return sum;
+}
+
+namespace {
+
+DeviceTensor make_tensor(const ir::Tensor& t, bool vector) {
+  DeviceTensor d;
+  d.name = t.name;
+  const Chw s = chw_of(t);
+  d.c = s.c;
+  d.h = s.h;
+  d.w = s.w;
+  if (t.dtype == ir::DType::kInt32)
+    d.kind = TensorKind::kActivation32;
+  else if (vector)
+    d.kind = TensorKind::kVector;
+  else
+    d.kind = TensorKind::kActivation;
+  return d;
+}
+
+}  // namespace
+
+DeviceProgram collect_device_program(const Context& ctx) {
+  const ir::Graph& g = ctx.graph;
+  DeviceProgram prog;
+  prog.arch = ctx.options.arch;
+  std::set<std::string> produced;
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& n = g.nodes[i];
+    if (!is_gati(n) || !ctx.on_device(n.name)) continue;
+    DeviceLayer layer;
+    layer.name = n.name;
+    layer.node = i;
+    layer.opcode = megablock_of(n.op_type);
+    const int index = static_cast<int>(prog.layers.size());
+    // Activation inputs: input 0 always; EltWise b, concat inputs, the split-kernel acc input.
+    std::vector<std::string> reads;
+    if (n.op_type == "GatiConv") {
+      reads.push_back(n.inputs[0]);
+      if (n.inputs.size() > 3 && !n.inputs[3].empty()) reads.push_back(n.inputs[3]);
+    } else if (n.op_type == "GatiFC") {
+      reads.push_back(n.inputs[0]);
+    } else {
+      for (const auto& in : n.inputs)
+        if (!in.empty()) reads.push_back(in);
+    }
+    for (const auto& in : reads) {
+      auto it = prog.tensors.find(in);
+      if (it == prog.tensors.end()) {
+        const ir::Tensor& t = g.tensor(in);
+        DeviceTensor d = make_tensor(t, t.shape.size() == 2);
+        d.device_input = true;
+        d.produced_at = -1;
+        it = prog.tensors.emplace(in, d).first;
+        prog.inputs.push_back(in);
+      }
+      it->second.last_used_at = index;
+    }
+    const ir::Tensor& out = g.tensor(n.outputs.at(0));
+    DeviceTensor d = make_tensor(out, n.op_type == "GatiFC");
+    d.produced_at = index;
+    d.last_used_at = index;
+    prog.tensors[out.name] = d;
+    produced.insert(out.name);
+    prog.layers.push_back(std::move(layer));
+  }
+  // Outputs: produced on the device and needed by the host (or asked for with --dispatch).
+  std::set<std::string> needed(g.outputs.begin(), g.outputs.end());
+  for (const auto& n : g.nodes)
+    if (!(is_gati(n) && ctx.on_device(n.name)))
+      for (const auto& in : n.inputs) needed.insert(in);
+  for (const auto& req : ctx.options.dispatch) {
+    bool found = produced.count(req) != 0;
+    if (found) needed.insert(req);
+    for (const auto& l : prog.layers)
+      if (l.name == req) {
+        needed.insert(g.nodes[l.node].outputs[0]);
+        found = true;
+      }
+    if (!found)
+      fail("--dispatch '{}': no device layer or device tensor has that name (device layers: {})",
+           req, [&] {
+             std::string s;
+             for (const auto& l : prog.layers) s += (s.empty() ? "" : ", ") + l.name;
+             return s;
+           }());
+  }
+  for (auto& l : prog.layers) {
+    const std::string& out = g.nodes[l.node].outputs[0];
+    if (needed.count(out)) {
+      auto& t = prog.tensors.at(out);
+      if (t.kind == TensorKind::kActivation32)
+        fail("layer '{}': its int32 partial sums cannot leave the device", l.name);
+      t.device_output = true;
+      t.last_used_at = static_cast<int>(prog.layers.size());  // kept until the run ends
+      prog.outputs.push_back(out);
+      l.dispatch = true;
+    }
+  }
+  for (auto& [name, t] : prog.tensors) {
+    switch (t.kind) {
+      case TensorKind::kActivation:
+        t.bytes = isa::activation_bytes(t.c, t.h, t.w, prog.arch);
+        break;
+      case TensorKind::kActivation32:
+        t.bytes = 4 * isa::activation_bytes(t.c, t.h, t.w, prog.arch);
+        break;
+      case TensorKind::kVector:
+        t.bytes = isa::vector_bytes(t.c * t.h * t.w);
+        break;
+    }
+  }
+  return prog;
+}
+
+}  // namespace npukit::compiler

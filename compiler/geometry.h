@@ -1,0 +1,52 @@
+// The facts about one lowered layer that several passes need (limits, layouts, allocation,
+// instruction generation): sizes, conv type and iteration counts per array configuration
+// (gati.md 3.2 RTL-confirmed notes, 14.1, 14.8). One source of truth for each of them.
+#pragma once
+
+#include "ir/graph.h"
+#include "isa/arch.h"
+#include "isa/isa.h"
+
+#include <cstdint>
+
+namespace npukit::compiler {
+
+struct ConvGeometry {
+  std::int64_t ic = 0, ih = 0, iw = 0;  // input (real sizes)
+  std::int64_t kn = 0, kc = 0, kh = 0, kw = 0;
+  std::int64_t stride_h = 1, stride_w = 1;
+  std::int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;  // may be < 0 (row skip)
+  std::int64_t oh = 0, ow = 0;
+  bool depthwise = false;
+  isa::ConvType type = isa::ConvType::kRegular;
+  bool channel_duplicate = false;
+  std::int64_t kitr = 0, citr = 0;
+  bool acc_en = false;
+  // The weight nest's (kernel, channel) block dims (gati.md 6.2): (COLS, N_SA) on regular-optimal
+  // arrays, (N_SA, COLS) otherwise.
+  std::int64_t kern_dim = 0, chan_dim = 0;
+};
+
+ConvGeometry conv_geometry(const ir::Graph& g, const ir::Node& conv, const isa::SaArch& arch);
+
+struct PoolGeometry {
+  std::int64_t ic = 0, ih = 0, iw = 0, kh = 0, kw = 0, stride_h = 0, stride_w = 0;
+  std::int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0, oh = 0, ow = 0;
+  bool ceil_mode = false;
+  isa::PoolType type = isa::PoolType::kMax;
+};
+
+PoolGeometry pool_geometry(const ir::Graph& g, const ir::Node& pool);
+
+// P' for H*W pixels (OutputBlock.ImageDimOutput).
+std::uint64_t aligned_pixels(std::int64_t pixels, const isa::SaArch& arch);
+// OutputBlock.ImageDimAcc = ceil_mod(OH*OW, max(1, (32/N_SA)/4)).
+std::uint64_t acc_pixels(std::int64_t pixels, const isa::SaArch& arch);
+
+// C, H, W of a device tensor: [N, C, H, W] -> (C, H, W); [N, K] -> (K, 1, 1).
+struct Chw {
+  std::int64_t c = 0, h = 1, w = 1;
+};
+Chw chw_of(const ir::Tensor& t);
+
+}  // namespace npukit::compiler

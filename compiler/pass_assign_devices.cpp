@@ -1,0 +1,287 @@
+// Pass 4, assign_devices: decides, for every node, whether the Gati runs it or the host does, and
+// records why (npukit compile --explain prints it). The device runs int8 QOperator ops that lower
+// to a megablock (gati.md 9: QLinearConv, QGemm, QLinearAdd/Mul, QLinearConcat, QLinearSigmoid,
+// QLinearLeakyRelu, pools, Resize 2x, and Relu/Clip/Flatten folded into them). Everything else is
+// host work.
+//
+// The program is one device part between a host prefix and a host suffix (the runtime runs the
+// prefix, sends the input, starts the device, receives the dispatched outputs, runs the suffix).
+// So a node the device could run still goes to the host when it needs a value that the host only
+// computes after the device part (it would be in the middle); the reason says which node forced it.
+#include "common/error.h"
+#include "compiler/passes.h"
+
+#include <algorithm>
+#include <set>
+
+namespace npukit::compiler {
+
+namespace {
+
+const ir::Tensor* value(const ir::Graph& g, const std::string& name) {
+  return name.empty() ? nullptr : g.find(name);
+}
+
+bool is_int8(const ir::Graph& g, const std::string& name) {
+  const ir::Tensor* t = value(g, name);
+  return t && t->dtype == ir::DType::kInt8;
+}
+
+std::string rank4(const ir::Graph& g, const std::string& name) {
+  const ir::Tensor* t = value(g, name);
+  if (!t) return "the shape of '" + name + "' is unknown";
+  if (t->shape.size() != 4) return "'" + name + "' is not a 4-D NCHW tensor";
+  return {};
+}
+
+std::string zero_point_zero(const ir::Graph& g, const ir::Node& n, std::size_t input,
+                            const char* what) {
+  if (input >= n.inputs.size() || n.inputs[input].empty()) return {};
+  const ir::Tensor* t = g.find(n.inputs[input]);
+  if (!t || !t->is_constant()) return std::string(what) + " zero point is not a constant";
+  const auto v = constant_values(*t);
+  for (double z : v)
+    if (z != 0)
+      return std::string(what) + " zero point '" + n.inputs[input] +
+             "' is not 0 (asymmetric); the Gati quantizer is symmetric (DECISIONS.md 5): "
+             "requantize with npukit quantize";
+  return {};
+}
+
+std::string int8_activation(const ir::Graph& g, const std::string& name) {
+  const ir::Tensor* t = value(g, name);
+  if (!t) return "the type of '" + name + "' is unknown";
+  if (t->dtype == ir::DType::kUInt8)
+    return "'" + name +
+           "' is uint8 (asymmetric activations); requantize to int8 with npukit quantize";
+  if (t->dtype != ir::DType::kInt8)
+    return "'" + name + "' is " + ir::dtype_name(t->dtype) +
+           ", not int8 (quantize the model first)";
+  return {};
+}
+
+bool scalar_constant(const ir::Graph& g, const std::string& name) {
+  const ir::Tensor* t = value(g, name);
+  return t && t->is_constant() && ir::element_count(t->shape) == 1;
+}
+
+std::string first_error(std::initializer_list<std::string> list) {
+  for (const auto& s : list)
+    if (!s.empty()) return s;
+  return {};
+}
+
+}  // namespace
+
+std::string why_not_on_device(const ir::Graph& g, const ir::Node& n, const CompileOptions& opt) {
+  const std::string& op = n.op_type;
+  const bool ms = n.domain == "com.microsoft";
+  const bool onnx = n.domain.empty() || n.domain == "ai.onnx";
+  if (!(ms || onnx)) return "domain '" + n.domain + "' has no Gati lowering";
+  if (n.inputs.empty() || n.outputs.empty()) return "node has no inputs or outputs";
+  const std::string& x = n.inputs[0];
+
+  if (op == "QLinearConv" && onnx) {
+    if (auto e =
+            first_error({int8_activation(g, x), rank4(g, x), zero_point_zero(g, n, 2, "input"),
+                         zero_point_zero(g, n, 7, "output"), zero_point_zero(g, n, 5, "weight")});
+        !e.empty())
+      return e;
+    const ir::Tensor* w = value(g, n.inputs.size() > 3 ? n.inputs[3] : "");
+    if (!w || !w->is_constant()) return "conv weights are not a constant";
+    if (w->dtype != ir::DType::kInt8) return "conv weights are not int8";
+    if (w->shape.size() != 4)
+      return "conv weights are not 4-D (only 2-D convolutions run on the Gati)";
+    for (auto d : n.get_ints("dilations", {1, 1}))
+      if (d != 1) return "dilated convolution (dilations != 1) has no Gati instruction";
+    const auto ap = n.get_string("auto_pad", "NOTSET");
+    if (ap != "NOTSET" && ap != "VALID")
+      return "auto_pad " + ap + " is not resolved to explicit pads; re-export with explicit pads";
+    const std::int64_t group = n.get_int("group", 1);
+    const ir::Tensor* xt = g.find(x);
+    if (group != 1 && !(group == xt->shape[1] && group == w->shape[0] && w->shape[1] == 1))
+      return "grouped convolution with group " + std::to_string(group) +
+             " (only regular and depthwise convs run on the Gati)";
+    if (!scalar_constant(g, n.inputs[4]))
+      return "per-channel weight scales (requantize per tensor with npukit quantize)";
+    return {};
+  }
+  if ((op == "QGemm" && ms) || (op == "QLinearMatMul" && onnx)) {
+    if (auto e = first_error({int8_activation(g, x), zero_point_zero(g, n, 2, "input"),
+                              zero_point_zero(g, n, 5, "weight"),
+                              zero_point_zero(g, n, op == "QGemm" ? 8 : 7, "output")});
+        !e.empty())
+      return e;
+    const ir::Tensor* w = value(g, n.inputs.size() > 3 ? n.inputs[3] : "");
+    if (!w || !w->is_constant() || w->dtype != ir::DType::kInt8 || w->shape.size() != 2)
+      return "the weight matrix is not a 2-D int8 constant";
+    if (n.get_int("transA", 0) != 0) return "transA = 1 is not supported on the FC engine";
+    if (!scalar_constant(g, n.inputs[4]))
+      return "per-channel weight scales (requantize per tensor)";
+    const ir::Tensor* xt = g.find(x);
+    if (!xt || xt->shape.size() != 2 || xt->shape[0] != 1)
+      return "the FC input is not a [1, K] vector";
+    if (op == "QGemm" && (n.inputs.size() < 8 || n.inputs[7].empty()))
+      return "QGemm without y_scale produces float output";
+    return {};
+  }
+  if ((op == "QLinearAdd" || op == "QLinearMul") && ms) {
+    if (n.inputs.size() < 8) return "missing inputs";
+    if (auto e = first_error({int8_activation(g, x), int8_activation(g, n.inputs[3]), rank4(g, x),
+                              zero_point_zero(g, n, 7, "output")});
+        !e.empty())
+      return e;
+    const ir::Tensor* a = g.find(x);
+    const ir::Tensor* b = g.find(n.inputs[3]);
+    if (!b || a->shape != b->shape)
+      return "operands have different shapes (broadcasting has no EltWise instruction)";
+    if (a->is_constant() || b->is_constant())
+      return "a constant operand (EltWise reads two activations)";
+    return {};
+  }
+  if ((op == "QLinearSigmoid" || op == "QLinearLeakyRelu" || op == "QLinearGlobalAveragePool" ||
+       op == "QLinearAveragePool") &&
+      ms) {
+    if (auto e = first_error({int8_activation(g, x), rank4(g, x), zero_point_zero(g, n, 2, "input"),
+                              zero_point_zero(g, n, 4, "output")});
+        !e.empty())
+      return e;
+    if (op == "QLinearGlobalAveragePool" && n.get_int("channels_last", 0) != 0)
+      return "channels_last global average pool";
+    if (op == "QLinearAveragePool") {
+      const auto pads = n.get_ints("pads", {0, 0, 0, 0});
+      const bool padded = std::any_of(pads.begin(), pads.end(), [](auto p) { return p != 0; });
+      if (padded && n.get_int("count_include_pad", 0) == 0)
+        return "average pool with count_include_pad = 0 and padding divides border windows by"
+               " their clipped size; the POOL block divides every window by kh*kw";
+      if (n.get_int("ceil_mode", 0) != 0) return "ceil_mode average pool (overhanging windows)";
+    }
+    return {};
+  }
+  if (op == "QLinearConcat" && ms) {
+    if (n.inputs.size() < 5 || (n.inputs.size() - 2) % 3 != 0) return "malformed QLinearConcat";
+    const std::size_t count = (n.inputs.size() - 2) / 3;
+    if (count > 4) return "more than 4 inputs (CONCAT takes up to 4)";
+    if (n.get_int("axis", 1) != 1) return "concat along an axis other than channels";
+    if (auto e = zero_point_zero(g, n, 1, "output"); !e.empty()) return e;
+    for (std::size_t k = 0; k < count; ++k) {
+      const std::string& in = n.inputs[2 + 3 * k];
+      if (auto e = first_error(
+              {int8_activation(g, in), rank4(g, in), zero_point_zero(g, n, 4 + 3 * k, "input")});
+          !e.empty())
+        return e;
+      const ir::Tensor* t = g.find(in);
+      if (t->is_constant()) return "a constant concat input";
+      if (t->shape[1] % opt.arch.n_sa != 0)
+        return "input '" + in + "' has " + std::to_string(t->shape[1]) +
+               " channels, not a multiple of N_SA = " + std::to_string(opt.arch.n_sa) +
+               " (CONCAT copies whole channel groups)";
+      if (t->shape[2] != t->shape[3]) return "non-square input (CONCAT assumes IW = IH)";
+    }
+    return {};
+  }
+  if (op == "MaxPool" && onnx) {
+    if (auto e = first_error({int8_activation(g, x), rank4(g, x)}); !e.empty()) return e;
+    if (n.outputs.size() > 1 && !n.outputs[1].empty()) return "MaxPool with an indices output";
+    for (auto d : n.get_ints("dilations", {1, 1}))
+      if (d != 1) return "dilated max pool";
+    const auto ap = n.get_string("auto_pad", "NOTSET");
+    if (ap != "NOTSET" && ap != "VALID")
+      return "auto_pad " + ap + " is not resolved to explicit pads";
+    return {};
+  }
+  if ((op == "Relu" || op == "Clip" || op == "LeakyRelu") && onnx) {
+    if (op == "LeakyRelu") return "float LeakyRelu";
+    if (auto e = int8_activation(g, x); !e.empty()) return e;
+    // On an FC's [1, K] output only as part of the FC's TailBlock (fuse_tail); EltWise needs NCHW.
+    const ir::Node* p = g.producer(x);
+    const bool fc_tail = p && (p->op_type == "QGemm" || p->op_type == "QLinearMatMul") &&
+                         g.consumers(x).size() == 1 &&
+                         std::find(g.outputs.begin(), g.outputs.end(), x) == g.outputs.end();
+    if (auto e = rank4(g, x); !e.empty() && !fc_tail) return e;
+    if (op == "Clip")
+      for (std::size_t k = 1; k < n.inputs.size() && k < 3; ++k)
+        if (!n.inputs[k].empty() && !scalar_constant(g, n.inputs[k]))
+          return "Clip bounds are not constants";
+    return {};
+  }
+  if ((op == "Flatten" || op == "Reshape") && onnx) {
+    if (auto e = int8_activation(g, x); !e.empty()) return e;
+    // Only as the flattening in front of the FC engine (FC.Flatten, gati.md 3.2).
+    auto cons = g.consumers(n.outputs[0]);
+    if (cons.empty()) return "its output leaves the graph";
+    for (const auto* c : cons)
+      if (c->op_type != "QGemm" && c->op_type != "QLinearMatMul")
+        return "a reshape that does not feed a fully connected layer has no Gati instruction";
+    const ir::Tensor* in = g.find(x);
+    const ir::Tensor* out = g.find(n.outputs[0]);
+    if (!in || !out || out->shape.size() != 2 || out->shape[0] != 1 ||
+        (in->shape.size() != 4 && in->shape.size() != 2))
+      return "not a flatten of an NCHW tensor to [1, C*H*W]";
+    return {};
+  }
+  if (op == "Resize" && onnx) {
+    if (auto e = first_error({int8_activation(g, x), rank4(g, x)}); !e.empty()) return e;
+    if (n.get_string("mode", "nearest") != "nearest") return "non-nearest resize (DECISIONS.md 10)";
+    const ir::Tensor* in = g.find(x);
+    const ir::Tensor* out = g.find(n.outputs[0]);
+    if (!out || out->shape.size() != 4 || out->shape[0] != in->shape[0] ||
+        out->shape[1] != in->shape[1] || out->shape[2] != 2 * in->shape[2] ||
+        out->shape[3] != 2 * in->shape[3])
+      return "not a 2x upsample (RESIZE does 2x nearest only, DECISIONS.md 10)";
+    const auto ct = n.get_string("coordinate_transformation_mode", "half_pixel");
+    if (ct != "asymmetric" && ct != "half_pixel" && ct != "pytorch_half_pixel")
+      return "coordinate_transformation_mode " + ct + " is not a plain 2x nearest upsample";
+    return {};
+  }
+  if (op == "QuantizeLinear" || op == "DequantizeLinear")
+    return "float <-> int8 conversion is host work";
+  return op + " has no Gati lowering";
+}
+
+void assign_devices(Context& ctx) {
+  const ir::Graph& g = ctx.graph;
+  std::set<std::string> device_values;  // produced on the device
+  std::set<std::string> suffix_values;  // produced by host nodes that run after the device part
+  for (const auto& n : g.nodes) {
+    std::string why = why_not_on_device(g, n, ctx.options);
+    // A host node downstream of the device, or a device candidate downstream of such a host node,
+    // belongs to the suffix.
+    std::string after_host;
+    bool reads_device = false;
+    for (const auto& in : n.inputs) {
+      if (suffix_values.count(in) && after_host.empty()) {
+        const ir::Node* p = g.producer(in);
+        after_host = p ? p->name : in;
+      }
+      reads_device = reads_device || device_values.count(in);
+    }
+    if (why.empty() && !after_host.empty())
+      why = "it needs '" + after_host + "', which runs on the host after the device part";
+    if (why.empty()) {
+      ctx.place(n.name, Placement::kDevice, "int8 " + n.op_type + " lowers to a Gati megablock");
+      for (const auto& o : n.outputs) device_values.insert(o);
+    } else {
+      const bool suffix = reads_device || !after_host.empty();
+      ctx.place(n.name, Placement::kHost,
+                std::string(suffix ? "host (after the device part): "
+                                   : "host (before the device part): ") +
+                    why);
+      if (suffix)
+        for (const auto& o : n.outputs) suffix_values.insert(o);
+    }
+  }
+  if (device_values.empty()) {
+    std::string first;
+    for (const auto& n : g.nodes) {
+      first = n.name + " (" + n.op_type + "): " + ctx.placement[n.name].reason;
+      if (n.op_type != "QuantizeLinear" && n.op_type != "DequantizeLinear") break;
+    }
+    fail(
+        "nothing in this model can run on the Gati: it needs int8 QOperator or QDQ ops "
+        "(run npukit quantize on a float model). First node: {}",
+        first);
+  }
+}
+
+}  // namespace npukit::compiler

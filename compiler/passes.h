@@ -1,0 +1,40 @@
+// The compiler's passes, in the order compile() runs them (NVDLA-compiler style: each is a named
+// step over the graph, in its own file, readable and testable alone).
+//
+//  front end (ir::Graph -> ir::Graph, ONNX ops)
+//   1. check_shapes          every value a device candidate touches has a known static shape
+//   2. fuse_batchnorm        float Conv + BatchNormalization -> Conv with folded weights/bias
+//   3. canonicalize_qdq      DequantizeLinear -> float op -> QuantizeLinear -> QOperator op;
+//                            per-channel/asymmetric weights requantized to the native scheme
+//   4. assign_devices        which nodes the Gati runs and which the host runs, and why
+//  lowering (ONNX ops -> npukit.gati ops, docs/ref-ops.md)
+//   5. lower_to_gati         QLinear*/int8 ops -> Gati* with QuantScale/QuantShift folded in
+//   6. fuse_tail             Gati op + activation (+ global average pool) -> one TailBlock
+//   7. split_kernels         kernels taller than the array -> row bands accumulated via acc input
+//   8. check_limits          field widths, stride, width, errata (refuse or work around)
+//  back end (npukit.gati graph -> DRAM image and instructions; compiler/backend.h)
+//   9. convert_layouts       weights/biases to DRAM blobs (gati.md 6.2, 14.1)
+//  10. allocate_buffers      device tensors -> buffers reused when dead
+//  11. assign_addresses      DRAM map, 32-B aligned, --ramsize check (gati.md 6)
+//  12. generate_instructions MEGA, OutputBlock, TailBlock, START per layer (gati.md 3.2, 4, 14)
+//  13. emit_gml              instruction blob + weight/bias packets (isa::encode_gml)
+#pragma once
+
+#include "compiler/context.h"
+
+namespace npukit::compiler {
+
+void check_shapes(Context& ctx);
+void fuse_batchnorm(Context& ctx);
+void canonicalize_qdq(Context& ctx);
+void assign_devices(Context& ctx);
+void lower_to_gati(Context& ctx);
+void fuse_tail(Context& ctx);
+void split_kernels(Context& ctx);
+void check_limits(Context& ctx);
+
+// The ops assign_devices may put on the device: QOperator/int8 ONNX ops that lower_to_gati
+// knows. Returns an empty string when `n` can run on the Gati, else why not.
+std::string why_not_on_device(const ir::Graph& g, const ir::Node& n, const CompileOptions& opt);
+
+}  // namespace npukit::compiler

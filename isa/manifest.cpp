@@ -1,0 +1,208 @@
+#include "isa/manifest.h"
+
+#include "common/error.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+namespace npukit::isa {
+
+using nlohmann::json;
+
+namespace {
+
+json tensor_json(const ManifestTensor& t) {
+  json j = {{"name", t.name},
+            {"shape", t.shape},
+            {"dtype", t.dtype},
+            {"scale", t.scale},
+            {"zero_point", t.zero_point}};
+  if (!t.layout.empty()) {
+    j["layout"] = t.layout;
+    j["address"] = t.address;
+    j["bytes"] = t.bytes;
+  }
+  if (t.dispatch_id) j["dispatch_id"] = *t.dispatch_id;
+  if (!t.layer.empty()) j["layer"] = t.layer;
+  return j;
+}
+
+json subgraph_json(const std::optional<ManifestSubgraph>& s) {
+  if (!s) return nullptr;
+  return {{"file", s->file}, {"inputs", s->inputs}, {"outputs", s->outputs}, {"nodes", s->nodes}};
+}
+
+struct Reader {
+  const std::string& what;
+  template <typename T>
+  T get(const json& j, const char* key, const std::string& path) const {
+    if (!j.is_object() || !j.contains(key))
+      fail("{}: manifest key '{}{}' is missing", what, path, key);
+    try {
+      return j.at(key).get<T>();
+    } catch (const json::exception& e) {
+      fail("{}: manifest key '{}{}' has the wrong type ({})", what, path, key, e.what());
+    }
+  }
+  template <typename T>
+  T opt(const json& j, const char* key, T fallback, const std::string& path) const {
+    if (!j.contains(key) || j.at(key).is_null()) return fallback;
+    return get<T>(j, key, path);
+  }
+  ManifestTensor tensor(const json& j, const std::string& path) const {
+    ManifestTensor t;
+    t.name = get<std::string>(j, "name", path);
+    t.shape = get<std::vector<std::int64_t>>(j, "shape", path);
+    t.dtype = get<std::string>(j, "dtype", path);
+    t.scale = opt<double>(j, "scale", 0.0, path);
+    t.zero_point = opt<std::int64_t>(j, "zero_point", 0, path);
+    t.layout = opt<std::string>(j, "layout", "", path);
+    if (!t.layout.empty()) {
+      if (t.layout != "activation" && t.layout != "vector")
+        fail("{}: {}layout '{}' is not 'activation' or 'vector'", what, path, t.layout);
+      t.address = get<std::uint32_t>(j, "address", path);
+      t.bytes = get<std::uint64_t>(j, "bytes", path);
+      if (t.address % 32 != 0)
+        fail("{}: {}address {} is not 32-byte aligned", what, path, t.address);
+    }
+    if (j.contains("dispatch_id")) t.dispatch_id = get<std::uint32_t>(j, "dispatch_id", path);
+    t.layer = opt<std::string>(j, "layer", "", path);
+    return t;
+  }
+  std::vector<ManifestTensor> tensors(const json& j, const char* key,
+                                      const std::string& path) const {
+    std::vector<ManifestTensor> out;
+    const auto arr = get<json>(j, key, path);
+    if (!arr.is_array()) fail("{}: manifest key '{}{}' is not a list", what, path, key);
+    for (std::size_t i = 0; i < arr.size(); ++i)
+      out.push_back(tensor(arr[i], path + key + "[" + std::to_string(i) + "]."));
+    return out;
+  }
+  std::optional<ManifestSubgraph> subgraph(const json& j, const char* key) const {
+    if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
+    const json& s = j.at(key);
+    const std::string path = std::string(key) + ".";
+    ManifestSubgraph g;
+    g.file = get<std::string>(s, "file", path);
+    if (g.file.find("..") != std::string::npos || (!g.file.empty() && g.file[0] == '/'))
+      fail("{}: {}file '{}' must be a plain file name next to the manifest", what, path, g.file);
+    g.inputs = get<std::vector<std::string>>(s, "inputs", path);
+    g.outputs = get<std::vector<std::string>>(s, "outputs", path);
+    g.nodes = opt<std::vector<std::string>>(s, "nodes", {}, path);
+    return g;
+  }
+};
+
+}  // namespace
+
+std::string manifest_to_json(const Manifest& m) {
+  json j;
+  j["format"] = "npukit-manifest";
+  j["version"] = m.version;
+  j["model"] = m.model;
+  j["isa_version"] = m.isa_version;
+  j["sa_arch"] = m.sa_arch;
+  j["ramsize_mb"] = m.ramsize_mb;
+  j["allow_errata"] = m.allow_errata;
+  j["gml"] = m.gml;
+  j["gml_bytes"] = m.gml_bytes;
+  auto list = [](const std::vector<ManifestTensor>& v) {
+    json a = json::array();
+    for (const auto& t : v) a.push_back(tensor_json(t));
+    return a;
+  };
+  j["inputs"] = list(m.inputs);
+  j["outputs"] = list(m.outputs);
+  j["host_before"] = subgraph_json(m.host_before);
+  j["host_after"] = subgraph_json(m.host_after);
+  j["device_inputs"] = list(m.device_inputs);
+  j["device_outputs"] = list(m.device_outputs);
+  json layers = json::array();
+  for (const auto& l : m.layers)
+    layers.push_back({{"name", l.name},
+                      {"opcode", l.opcode},
+                      {"inputs", l.inputs},
+                      {"outputs", l.outputs},
+                      {"first_instruction", l.first_instruction},
+                      {"instruction_count", l.instruction_count}});
+  j["layers"] = layers;
+  j["instruction_count"] = m.instruction_count;
+  j["dram_bytes"] = m.dram_bytes;
+  j["warnings"] = m.warnings;
+  return j.dump(2) + "\n";
+}
+
+Manifest manifest_from_json(const std::string& text, const std::string& what) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    fail("{}: not valid JSON ({})", what, e.what());
+  }
+  Reader r{what};
+  if (r.opt<std::string>(j, "format", "", "") != "npukit-manifest")
+    fail("{}: not an npukit manifest (key 'format' is not \"npukit-manifest\")", what);
+  Manifest m;
+  m.version = r.get<int>(j, "version", "");
+  if (m.version != kManifestVersion)
+    fail(
+        "{}: manifest version {} is not supported (this npukit reads version {}); recompile the "
+        "model with npukit compile",
+        what, m.version, kManifestVersion);
+  m.model = r.opt<std::string>(j, "model", "", "");
+  m.isa_version = r.get<int>(j, "isa_version", "");
+  if (m.isa_version != 16) fail("{}: ISA version {} is not 16", what, m.isa_version);
+  m.sa_arch = r.get<std::string>(j, "sa_arch", "");
+  (void)SaArch::parse(m.sa_arch);
+  m.ramsize_mb = r.opt<std::uint64_t>(j, "ramsize_mb", 512, "");
+  m.allow_errata = r.opt<bool>(j, "allow_errata", false, "");
+  m.gml = r.get<std::string>(j, "gml", "");
+  m.gml_bytes = r.opt<std::uint64_t>(j, "gml_bytes", 0, "");
+  m.inputs = r.tensors(j, "inputs", "");
+  m.outputs = r.tensors(j, "outputs", "");
+  m.host_before = r.subgraph(j, "host_before");
+  m.host_after = r.subgraph(j, "host_after");
+  m.device_inputs = r.tensors(j, "device_inputs", "");
+  m.device_outputs = r.tensors(j, "device_outputs", "");
+  const auto layers = r.get<json>(j, "layers", "");
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const std::string path = "layers[" + std::to_string(i) + "].";
+    ManifestLayer l;
+    l.name = r.get<std::string>(layers[i], "name", path);
+    l.opcode = r.get<std::string>(layers[i], "opcode", path);
+    l.inputs = r.get<std::vector<std::string>>(layers[i], "inputs", path);
+    l.outputs = r.get<std::vector<std::string>>(layers[i], "outputs", path);
+    l.first_instruction = r.get<int>(layers[i], "first_instruction", path);
+    l.instruction_count = r.get<int>(layers[i], "instruction_count", path);
+    m.layers.push_back(l);
+  }
+  m.instruction_count = r.get<std::uint64_t>(j, "instruction_count", "");
+  m.dram_bytes = r.get<std::uint64_t>(j, "dram_bytes", "");
+  m.warnings = r.opt<std::vector<std::string>>(j, "warnings", {}, "");
+  for (const auto& t : m.device_inputs)
+    if (t.layout.empty()) fail("{}: device input '{}' has no layout/address", what, t.name);
+  for (const auto& t : m.device_outputs) {
+    if (t.layout.empty()) fail("{}: device output '{}' has no layout/address", what, t.name);
+    if (!t.dispatch_id) fail("{}: device output '{}' has no dispatch_id", what, t.name);
+  }
+  return m;
+}
+
+void save_manifest(const Manifest& m, const std::string& path) {
+  std::ofstream f(path, std::ios::binary);
+  if (!f) fail("cannot write manifest '{}'", path);
+  f << manifest_to_json(m);
+  if (!f) fail("error writing manifest '{}'", path);
+}
+
+Manifest load_manifest(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("cannot read manifest '{}' (does the directory hold a compiled model?)", path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return manifest_from_json(ss.str(), path);
+}
+
+}  // namespace npukit::isa

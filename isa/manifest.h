@@ -1,0 +1,76 @@
+// The manifest: the portable contract between the compiler and the runtime, written next to the
+// GML (DIR/manifest.json). It holds everything the runtime needs to run a compiled model without
+// the compiler: the model's inputs and outputs, the host subgraphs before and after the device
+// part (as .onnx files beside it), and for every tensor crossing the host/device boundary its
+// shape, quantization scale, DRAM address, layout and (outputs) dispatch id. docs/compiler.md
+// describes the format; `version` changes with any incompatible change.
+#pragma once
+
+#include "isa/arch.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace npukit::isa {
+
+inline constexpr int kManifestVersion = 1;
+
+struct ManifestTensor {
+  std::string name;
+  std::vector<std::int64_t> shape;  // logical NCHW or [N, K]
+  std::string dtype;                // "int8", "float32", ...
+  double scale = 0;                 // quantization scale (0 when unknown or not quantized)
+  std::int64_t zero_point = 0;
+  // Device tensors only:
+  std::string layout;         // "activation" (gati.md 6.1, N_SA-grouped) or "vector" (FC, linear)
+  std::uint32_t address = 0;  // DRAM byte address
+  std::uint64_t bytes = 0;    // bytes in DRAM (C' * P' or ceil_mod(K, 32))
+  std::optional<std::uint32_t> dispatch_id;  // outputs: the id in the dispatch frame header
+  std::string layer;                         // outputs: the device layer that writes it
+  bool operator==(const ManifestTensor&) const = default;
+};
+
+struct ManifestSubgraph {
+  std::string file;  // relative to the manifest, e.g. "host_before.onnx"
+  std::vector<std::string> inputs, outputs;
+  std::vector<std::string> nodes;  // node names, for humans
+  bool operator==(const ManifestSubgraph&) const = default;
+};
+
+struct ManifestLayer {
+  std::string name, opcode;  // device layer (npukit.gati node) and its megablock
+  std::vector<std::string> inputs, outputs;
+  int first_instruction = 0, instruction_count = 0;  // in the instruction list (no zeroth)
+  bool operator==(const ManifestLayer&) const = default;
+};
+
+struct Manifest {
+  int version = kManifestVersion;
+  std::string model;
+  int isa_version = 16;
+  std::string sa_arch = "9,8,8";
+  std::uint64_t ramsize_mb = 512;
+  bool allow_errata = false;
+  std::string gml = "model.gml";
+  std::uint64_t gml_bytes = 0;
+  std::vector<ManifestTensor> inputs, outputs;  // the model's own (as the host sees them)
+  std::optional<ManifestSubgraph> host_before, host_after;
+  std::vector<ManifestTensor> device_inputs, device_outputs;
+  std::vector<ManifestLayer> layers;
+  std::uint64_t instruction_count = 0;
+  std::uint64_t dram_bytes = 0;  // first byte after everything the program uses
+  std::vector<std::string> warnings;
+  bool operator==(const Manifest&) const = default;
+
+  SaArch arch() const { return SaArch::parse(sa_arch); }
+};
+
+std::string manifest_to_json(const Manifest& m);
+// Throws npukit::Error naming `what` (a file name) and the JSON path of a missing or mistyped key.
+Manifest manifest_from_json(const std::string& text, const std::string& what);
+void save_manifest(const Manifest& m, const std::string& path);
+Manifest load_manifest(const std::string& path);
+
+}  // namespace npukit::isa
