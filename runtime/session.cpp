@@ -98,8 +98,7 @@ void Session::send_program() {
   transport_->write(kAppDwp, gml_);
 }
 
-ref::TensorMap Session::run_device(const ref::TensorMap& device_inputs, std::int64_t batch,
-                                   RunResult& result) {
+ref::TensorMap Session::run_device(const ref::TensorMap& device_inputs, RunResult& result) {
   std::map<std::uint32_t, const isa::ManifestTensor*> by_id;
   for (const auto& out : manifest_.device_outputs) {
     if (!out.dispatch_id)
@@ -107,15 +106,13 @@ ref::TensorMap Session::run_device(const ref::TensorMap& device_inputs, std::int
            out.name);
     by_id[*out.dispatch_id] = &out;
   }
-  std::map<std::string, std::vector<std::int8_t>> gathered;  // output name -> all images
-
-  for (std::int64_t n = 0; n < batch; ++n) {
+  std::map<std::string, std::vector<std::int8_t>> gathered;  // output name -> values
+  {
     Bytes stream;
     for (const auto& in : manifest_.device_inputs) {
       const ir::Tensor& t = device_inputs.at(in.name);
       const std::int64_t per_image = per_image_elements(in);
-      std::span<const std::int8_t> image(t.as<std::int8_t>() + n * per_image,
-                                         static_cast<std::size_t>(per_image));
+      std::span<const std::int8_t> image(t.as<std::int8_t>(), static_cast<std::size_t>(per_image));
       Bytes packed;
       if (is_activation(in)) {
         auto [c, h, w] = chw_of(in);
@@ -160,7 +157,7 @@ ref::TensorMap Session::run_device(const ref::TensorMap& device_inputs, std::int
     }
     if (device::Device* d = transport_->local_device()) {
       const auto& stats = d->stats();
-      result.device_cycles += stats.total_cycles;
+      result.device_cycles = stats.total_cycles;
       result.layers.clear();
       for (std::size_t i = 0; i < stats.layers.size(); ++i) {
         const auto& l = stats.layers[i];
@@ -176,15 +173,38 @@ ref::TensorMap Session::run_device(const ref::TensorMap& device_inputs, std::int
   ref::TensorMap outputs;
   for (const auto& out : manifest_.device_outputs) {
     ir::Shape shape = out.shape;
-    shape[0] = batch;
+    if (!shape.empty()) shape[0] = 1;
     outputs[out.name] = ir::make_tensor(shape, gathered[out.name], out.name);
   }
   return outputs;
 }
 
+namespace {
+
+// Image n of a batch tensor (axis 0), as a batch of one.
+ir::Tensor slice_image(const ir::Tensor& t, std::int64_t n) {
+  const std::int64_t batch = t.shape.empty() ? 1 : t.shape[0];
+  const std::size_t image_bytes = t.data.size() / static_cast<std::size_t>(batch);
+  ir::Tensor out = t;
+  if (!out.shape.empty()) out.shape[0] = 1;
+  out.data.assign(t.data.begin() + static_cast<std::ptrdiff_t>(n * image_bytes),
+                  t.data.begin() + static_cast<std::ptrdiff_t>((n + 1) * image_bytes));
+  return out;
+}
+
+// Appends `image` (a batch of one) to `batch` along axis 0.
+void append_image(ir::Tensor& batch, const ir::Tensor& image) {
+  if (batch.data.empty() && batch.shape.empty()) {
+    batch = image;
+    return;
+  }
+  batch.data.insert(batch.data.end(), image.data.begin(), image.data.end());
+  if (!batch.shape.empty()) batch.shape[0] += image.shape.empty() ? 1 : image.shape[0];
+}
+
+}  // namespace
+
 RunResult Session::run(const ref::TensorMap& inputs) {
-  RunResult result;
-  ref::TensorMap values;
   std::int64_t batch = -1;
   for (const auto& in : manifest_.inputs) {
     auto it = inputs.find(in.name);
@@ -198,13 +218,31 @@ RunResult Session::run(const ref::TensorMap& inputs) {
       if (in.shape[d] > 0 && t.shape[d] != in.shape[d])
         fail("input '{}': shape {} does not match the model's {}", in.name,
              ir::shape_string(t.shape), ir::shape_string(in.shape));
-    if (batch >= 0 && t.shape[0] != batch)
-      fail("input '{}': batch {} differs from the other inputs' {}", in.name, t.shape[0], batch);
-    batch = t.shape.empty() ? 1 : t.shape[0];
-    values[in.name] = t;
+    const std::int64_t b = t.shape.empty() ? 1 : t.shape[0];
+    if (batch >= 0 && b != batch)
+      fail("input '{}': batch {} differs from the other inputs' {}", in.name, b, batch);
+    batch = b;
   }
   if (batch <= 0) fail("inputs have an empty batch");
 
+  // The board runs one image at a time, and exported models usually fix batch 1: so does the
+  // whole pipeline.
+  RunResult result;
+  for (std::int64_t n = 0; n < batch; ++n) {
+    ref::TensorMap image;
+    for (const auto& in : manifest_.inputs) image[in.name] = slice_image(inputs.at(in.name), n);
+    RunResult one = run_image(image);
+    for (auto& [name, t] : one.outputs) append_image(result.outputs[name], t);
+    for (auto& [name, t] : one.device_outputs) append_image(result.device_outputs[name], t);
+    result.device_cycles += one.device_cycles;
+    result.layers = std::move(one.layers);
+  }
+  return result;
+}
+
+RunResult Session::run_image(const ref::TensorMap& inputs) {
+  RunResult result;
+  ref::TensorMap values = inputs;
   if (host_before_) {
     ref::TensorMap feeds;
     for (const auto& name : host_before_->inputs) feeds[name] = values.at(name);
@@ -219,13 +257,13 @@ RunResult Session::run(const ref::TensorMap& inputs) {
     if (t.dtype == ir::DType::kFloat32) t = quantize_to_int8(t, in.scale, in.zero_point);
     if (t.dtype != ir::DType::kInt8)
       fail("device input '{}' is {}, the device takes int8", in.name, ir::dtype_name(t.dtype));
-    if (ir::element_count(t.shape) != batch * per_image_elements(in))
-      fail("device input '{}': {} elements, expected {} per image", in.name,
-           ir::element_count(t.shape), per_image_elements(in));
+    if (ir::element_count(t.shape) != per_image_elements(in))
+      fail("device input '{}': {} elements, expected {}", in.name, ir::element_count(t.shape),
+           per_image_elements(in));
     device_in[in.name] = std::move(t);
   }
 
-  result.device_outputs = run_device(device_in, batch, result);
+  result.device_outputs = run_device(device_in, result);
   for (const auto& [name, t] : result.device_outputs) values[name] = t;
 
   if (host_after_) {

@@ -44,14 +44,15 @@ class Session {
   ~Session();
 
   const isa::Manifest& manifest() const { return manifest_; }
-  // Runs a batch: inputs by the model's input names. Each image goes to the device on its own.
+  // Runs a batch: inputs by the model's input names. Each image goes through the whole pipeline
+  // (host prefix, device, host suffix) on its own; outputs are stacked along axis 0.
   RunResult run(const ref::TensorMap& inputs);
   Transport& transport() { return *transport_; }
 
  private:
   void send_program();
-  ref::TensorMap run_device(const ref::TensorMap& device_inputs, std::int64_t batch,
-                            RunResult& result);
+  RunResult run_image(const ref::TensorMap& inputs);  // one image, batch 1
+  ref::TensorMap run_device(const ref::TensorMap& device_inputs, RunResult& result);
 
   std::string dir_;
   isa::Manifest manifest_;

@@ -1,0 +1,117 @@
+// npukit run model.onnx|DIR --input NAME=FILE.npy ... --output-dir OUT
+// Runs a model end to end the way the board's host does: host prefix on the reference executor,
+// the device part on a device (the in-process model, or one served over TCP), the host suffix.
+#include "common/error.h"
+#include "onnx/onnx_io.h"
+#include "runtime/session.h"
+#include "tools/command_registry.h"
+#include "tools/program_dir.h"
+
+#include <fmt/core.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+namespace {
+
+namespace fs = std::filesystem;
+using npukit::fail;
+
+struct RunArgs {
+  std::string model;
+  std::vector<std::string> inputs;
+  std::string output_dir;
+  std::string transport = "inproc";
+  std::string stats_json;
+  npukit::tools::ProgramOptions program;
+};
+
+// NAME=FILE pairs; a bare FILE is allowed when the model has exactly one input.
+npukit::ref::TensorMap load_inputs(const std::vector<std::string>& specs,
+                                   const npukit::isa::Manifest& m) {
+  npukit::ref::TensorMap feeds;
+  for (const auto& spec : specs) {
+    std::string name, file;
+    if (auto eq = spec.find('='); eq != std::string::npos) {
+      name = spec.substr(0, eq);
+      file = spec.substr(eq + 1);
+    } else if (m.inputs.size() == 1) {
+      name = m.inputs[0].name;
+      file = spec;
+    } else {
+      fail("--input '{}': the model has {} inputs, write NAME=FILE", spec, m.inputs.size());
+    }
+    npukit::ir::Tensor t = npukit::onnxio::load_tensor_file(file);
+    t.name = name;
+    feeds[name] = std::move(t);
+  }
+  return feeds;
+}
+
+std::string safe_file_name(const std::string& name) {
+  std::string s = name;
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') c = '_';
+  return s;
+}
+
+void run(const RunArgs& a) {
+  const std::string program_dir = npukit::tools::ensure_program_dir(
+      a.model, a.program, (fs::path(a.output_dir) / "program").string());
+  npukit::runtime::SessionOptions so;
+  so.transport = a.transport;
+  so.warnings = &std::cerr;
+  npukit::runtime::Session session(program_dir, so);
+  auto feeds = load_inputs(a.inputs, session.manifest());
+  auto result = session.run(feeds);
+
+  fs::create_directories(a.output_dir);
+  for (const auto& [name, t] : result.outputs) {
+    const fs::path file = fs::path(a.output_dir) / (safe_file_name(name) + ".npy");
+    npukit::onnxio::save_tensor_npy(t, file.string());
+    std::cout << fmt::format("output {} -> {}\n", name, file.string());
+  }
+  if (!result.layers.empty()) {
+    std::cout << "device cycles (last image):\n";
+    std::uint64_t total = 0;
+    for (const auto& l : result.layers) {
+      std::cout << fmt::format("  {:<32} {:<12} {:>12}\n", l.name, l.opcode, l.cycles);
+      total += l.cycles;
+    }
+    std::cout << fmt::format("  {:<45} {:>12}  ({:.3f} ms at 81 MHz)\n", "total", total,
+                             static_cast<double>(total) / 81e3);
+  }
+  if (!a.stats_json.empty()) {
+    std::ofstream f(a.stats_json);
+    f << "{\"device_cycles\": " << result.device_cycles << ", \"layers\": [";
+    for (std::size_t i = 0; i < result.layers.size(); ++i)
+      f << (i ? ", " : "")
+        << fmt::format("{{\"name\": \"{}\", \"opcode\": \"{}\", \"cycles\": {}}}",
+                       result.layers[i].name, result.layers[i].opcode, result.layers[i].cycles);
+    f << "]}\n";
+    if (!f) fail("cannot write '{}'", a.stats_json);
+  }
+}
+
+const npukit::tools::CommandRegistrar kReg{
+    "run", "Run a model (ONNX or compiled DIR) end to end on a Gati device", [](CLI::App& sub) {
+      auto args = std::make_shared<RunArgs>();
+      sub.add_option("model", args->model, "int8 ONNX model, or a directory from `npukit compile`")
+          ->required();
+      sub.add_option(
+             "-i,--input", args->inputs,
+             "NAME=FILE input (.npy or ONNX TensorProto .pb); FILE alone for a single input")
+          ->required();
+      sub.add_option("-o,--output-dir", args->output_dir, "where outputs are written as NAME.npy")
+          ->required();
+      sub.add_option("--transport", args->transport,
+                     "inproc (device model in this process) or tcp://HOST:PORT (npukit serve)")
+          ->capture_default_str();
+      sub.add_option("--stats-json", args->stats_json, "write device cycles per layer as JSON");
+      npukit::tools::add_program_options(sub, args->program);
+      sub.callback([args] { run(*args); });
+    }};
+
+}  // namespace
