@@ -42,7 +42,8 @@ constexpr bool table_is_sound() {
   for (std::size_t i = 0; i < std::size(kFields); ++i) {
     const auto& f = kFields[i];
     if (f.lo < 4 || f.width == 0 || f.width > 64 || f.lo + f.width > 256) return false;
-    if (i > 0 && kFields[i - 1].opcode == f.opcode && kFields[i - 1].lo + kFields[i - 1].width > f.lo)
+    if (i > 0 && kFields[i - 1].opcode == f.opcode &&
+        kFields[i - 1].lo + kFields[i - 1].width > f.lo)
       return false;
   }
   return true;
@@ -50,8 +51,8 @@ constexpr bool table_is_sound() {
 static_assert(table_is_sound(), "isa_v16.def: overlapping, unordered or out-of-range fields");
 
 constexpr OpcodeInfo kOpcodes[] = {
-#define NPUKIT_ISA_OPCODE(name, code, summary)                                              \
-  {Opcode::name, #name, summary,                                                            \
+#define NPUKIT_ISA_OPCODE(name, code, summary)                                                  \
+  {Opcode::name, #name, summary,                                                                \
    std::span<const FieldInfo>(kFields + first_field(Opcode::name), count_fields(Opcode::name)), \
    used_bits(Opcode::name)},
 #define NPUKIT_ISA_FIELD(op, name, lo, width, meaning)
@@ -109,23 +110,26 @@ bool is_megablock(Opcode op) {
   }
 }
 
+// Word-wise: a field of up to 64 bits spans at most two 64-bit words.
 std::uint64_t extract_bits(const Bits256& bits, unsigned lo, unsigned width) {
-  std::uint64_t value = 0;
-  for (unsigned i = 0; i < width; ++i) {
-    unsigned b = lo + i;
-    value |= ((bits[b / 64] >> (b % 64)) & 1ull) << i;
-  }
-  return value;
+  if (width == 0 || width > 64 || lo + width > 256)
+    fail("bit range [{}+:{}] is outside a 256-bit instruction", lo, width);
+  const unsigned word = lo / 64, shift = lo % 64;
+  std::uint64_t value = bits[word] >> shift;
+  if (shift != 0 && shift + width > 64) value |= bits[word + 1] << (64 - shift);
+  return width == 64 ? value : value & ((std::uint64_t{1} << width) - 1);
 }
 
 void deposit_bits(Bits256& bits, unsigned lo, unsigned width, std::uint64_t value) {
-  for (unsigned i = 0; i < width; ++i) {
-    unsigned b = lo + i;
-    std::uint64_t mask = 1ull << (b % 64);
-    if ((value >> i) & 1ull)
-      bits[b / 64] |= mask;
-    else
-      bits[b / 64] &= ~mask;
+  if (width == 0 || width > 64 || lo + width > 256)
+    fail("bit range [{}+:{}] is outside a 256-bit instruction", lo, width);
+  const std::uint64_t mask = width == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << width) - 1;
+  value &= mask;
+  const unsigned word = lo / 64, shift = lo % 64;
+  bits[word] = (bits[word] & ~(mask << shift)) | (value << shift);
+  if (shift != 0 && shift + width > 64) {
+    const unsigned spill = 64 - shift;  // bits of value already placed in `word`
+    bits[word + 1] = (bits[word + 1] & ~(mask >> spill)) | (value >> spill);
   }
 }
 
@@ -173,7 +177,6 @@ Instruction& Instruction::set_signed(Field field, std::int64_t value) {
   return *this;
 }
 
-namespace {
 std::array<std::uint8_t, kInstructionBytes> bytes_from_bits(const Bits256& bits) {
   std::array<std::uint8_t, kInstructionBytes> out{};
   for (std::size_t i = 0; i < kInstructionBytes; ++i) {
@@ -182,7 +185,6 @@ std::array<std::uint8_t, kInstructionBytes> bytes_from_bits(const Bits256& bits)
   }
   return out;
 }
-}  // namespace
 
 Bits256 bits_from_bytes(std::span<const std::uint8_t, kInstructionBytes> bytes) {
   Bits256 bits{};
@@ -203,8 +205,8 @@ Decoded decode(std::span<const std::uint8_t, kInstructionBytes> bytes) {
   d.opcode_value = static_cast<std::uint8_t>(d.bits[0] & 0xF);
   const OpcodeInfo* op = find_opcode(d.opcode_value);
   if (op == nullptr) {
-    d.problems.push_back(fmt::format("unknown opcode 0x{:X} (ISA v16 defines 0x0-0xA and 0xF)",
-                                     d.opcode_value));
+    d.problems.push_back(
+        fmt::format("unknown opcode 0x{:X} (ISA v16 defines 0x0-0xA and 0xF)", d.opcode_value));
     return d;
   }
   Instruction inst(op->opcode);
@@ -214,8 +216,9 @@ Decoded decode(std::span<const std::uint8_t, kInstructionBytes> bytes) {
       unsigned top = b;
       for (unsigned c = b; c < 256; ++c)
         if ((d.bits[c / 64] >> (c % 64)) & 1ull) top = c;
-      d.problems.push_back(fmt::format("{}: reserved bits [255:{}] are not zero (highest set bit {})",
-                                       op->name, op->used_bits, top));
+      d.problems.push_back(
+          fmt::format("{}: reserved bits [255:{}] are not zero (highest set bit {})", op->name,
+                      op->used_bits, top));
       break;
     }
   }
@@ -232,15 +235,15 @@ Instruction decode_strict(std::span<const std::uint8_t, kInstructionBytes> bytes
 
 std::array<std::uint8_t, kInstructionBytes> Zeroth::encode() const {
   Bits256 bits{};
-  deposit_bits(bits, 0, 32, start);
-  deposit_bits(bits, 32, 32, end);
+  deposit_bits(bits, kStartLo, kAddressWidth, start);
+  deposit_bits(bits, kEndLo, kAddressWidth, end);
   return bytes_from_bits(bits);
 }
 
 Zeroth Zeroth::decode(std::span<const std::uint8_t, kInstructionBytes> bytes) {
   Bits256 bits = bits_from_bytes(bytes);
-  return Zeroth{static_cast<std::uint32_t>(extract_bits(bits, 0, 32)),
-                static_cast<std::uint32_t>(extract_bits(bits, 32, 32))};
+  return Zeroth{static_cast<std::uint32_t>(extract_bits(bits, kStartLo, kAddressWidth)),
+                static_cast<std::uint32_t>(extract_bits(bits, kEndLo, kAddressWidth))};
 }
 
 }  // namespace npukit::isa

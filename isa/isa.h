@@ -111,12 +111,17 @@ struct Decoded {
 
 Decoded decode(std::span<const std::uint8_t, kInstructionBytes> bytes);
 Bits256 bits_from_bytes(std::span<const std::uint8_t, kInstructionBytes> bytes);
+// The inverse: byte 0 holds bits [255:248].
+std::array<std::uint8_t, kInstructionBytes> bytes_from_bits(const Bits256& bits);
 // Decodes and throws npukit::Error (with `where`, e.g. "instruction 3 at DRAM 0x60") on problems.
 Instruction decode_strict(std::span<const std::uint8_t, kInstructionBytes> bytes,
                           std::string_view where);
 
 // The zeroth instruction at DRAM address 0: the instruction region [start, end), end exclusive.
 struct Zeroth {
+  // Bit positions (instructions.vh): ZerothStartAddress [31:0], ZerothEndAddress [63:32];
+  // bits [255:64] are zero.
+  static constexpr unsigned kStartLo = 0, kEndLo = 32, kAddressWidth = 32;
   std::uint32_t start = 0;
   std::uint32_t end = 0;
   std::array<std::uint8_t, kInstructionBytes> encode() const;
