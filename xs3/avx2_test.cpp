@@ -82,6 +82,22 @@ TEST(Xs3Avx2, FullyConnected8MatchesScalarOnRandomCases) {
   }
 }
 
+TEST(Xs3Avx2, Conv2d1x1MatchesScalarOnRandomCases) {
+  if (!avx2_available()) GTEST_SKIP() << "CPU has no AVX2";
+  Gen g(31);
+  for (int trial = 0; trial < 100; ++trial) {
+    const ImageShape xs{g.uniform(1, 4), g.uniform(1, 4), g.uniform(1, 100)};
+    const int c_out = g.uniform(1, 40);
+    const I8 x = g.int8s(xs.elements(), trial % 4 == 0);
+    const I8 k = g.int8s(std::size_t(c_out) * std::size_t(xs.channels), trial % 4 == 0);
+    const auto bso = pack_bso(g.channels(c_out, trial % 3 == 0));
+    const OutputOptions o{.symmetric = trial % 2 == 0};
+    ASSERT_EQ(conv2d_1x1(x, xs, k, c_out, bso, o, Impl::kAvx2),
+              conv2d_1x1(x, xs, k, c_out, bso, o, Impl::kScalar))
+        << trial;
+  }
+}
+
 TEST(Xs3Avx2, SaturationHeavyDeepChannels) {
   // Deep inputs at the extremes with biases right at the bound: every chunk saturates or
   // un-saturates, the hardest case for the vector saturating add.

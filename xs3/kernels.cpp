@@ -39,9 +39,22 @@ void check_window(const Window& w, const char* op) {
   check_positive(w.width, "window width", op);
   check_positive(w.stride_v, "vertical stride", op);
   check_positive(w.stride_h, "horizontal stride", op);
-  if (w.height > 4096 || w.width > 4096 || std::abs(w.start_row) > (1 << 20) ||
-      std::abs(w.start_col) > (1 << 20) || w.stride_v > (1 << 20) || w.stride_h > (1 << 20)) {
-    fail("{}: window shape, start or stride out of range", op);
+  constexpr int kLimit = 1 << 20;
+  if (w.height > 4096 || w.width > 4096 || w.start_row < -kLimit || w.start_row > kLimit ||
+      w.start_col < -kLimit || w.start_col > kLimit || w.stride_v > kLimit || w.stride_h > kLimit) {
+    fail("{}: window shape (at most 4096), start or stride (at most 2^20) out of range", op);
+  }
+}
+
+// Refuses cases whose multiply-accumulate count would run for minutes (a small JSON y_shape
+// can ask for that).
+constexpr std::uint64_t kMaxWork = std::uint64_t{1} << 34;
+void check_work(const ImageShape& y, std::uint64_t per_output, const char* op) {
+  const std::uint64_t outputs =
+      std::uint64_t(y.height) * std::uint64_t(y.width) * std::uint64_t(y.channels);
+  if (outputs > (std::uint64_t{1} << 28) || outputs * per_output > kMaxWork) {
+    fail("{}: {} outputs of {} products each is more work than npukit runs (limit 2^34 products)",
+         op, outputs, per_output);
   }
 }
 
@@ -71,6 +84,10 @@ void check_conv(const ConvParams& p, const char* op) {
   check_shape(p.x, "input", op);
   check_shape(p.y, "output", op);
   check_window(p.window, op);
+  check_work(
+      p.y,
+      std::uint64_t(p.window.height) * std::uint64_t(p.window.width) * std::uint64_t(p.x.channels),
+      op);
 }
 
 void check_shift_param(int shift, const char* what, const char* op) {
@@ -263,20 +280,28 @@ std::vector<std::int8_t> conv2d_shallowin(std::span<const std::int8_t> x,
 
 std::vector<std::int8_t> conv2d_1x1(std::span<const std::int8_t> x, ImageShape x_shape,
                                     std::span<const std::int8_t> k, int c_out,
-                                    std::span<const std::uint16_t> bso, OutputOptions output) {
+                                    std::span<const std::uint16_t> bso, OutputOptions output,
+                                    Impl impl) {
   const char* op = "conv2d_1x1";
   check_shape(x_shape, "input", op);
   check_positive(c_out, "C_out", op);
+  check_work({x_shape.height, x_shape.width, c_out}, std::uint64_t(x_shape.channels), op);
   check_size(x.size(), x_shape.elements(), "x", op);
   check_size(k.size(), std::uint64_t(c_out) * std::uint64_t(x_shape.channels), "k [C_out, C_in]",
              op);
   const auto channels = unpack_bso(bso, c_out);
   const std::size_t pixels = std::size_t(x_shape.height) * std::size_t(x_shape.width);
   std::vector<std::int8_t> y(pixels * std::size_t(c_out));
+  // Each pixel is a fully connected layer over its channels.
+  const bool avx2 = use_avx2(impl, op);
   for (std::size_t px = 0; px < pixels; ++px) {
-    detail::fully_connected_8_scalar(y.data() + px * std::size_t(c_out),
-                                     x.data() + px * std::size_t(x_shape.channels), k.data(),
-                                     x_shape.channels, channels, output);
+    auto* out = y.data() + px * std::size_t(c_out);
+    const auto* in = x.data() + px * std::size_t(x_shape.channels);
+    if (avx2) {
+      detail::fully_connected_8_avx2(out, in, k.data(), x_shape.channels, channels, output);
+    } else {
+      detail::fully_connected_8_scalar(out, in, k.data(), x_shape.channels, channels, output);
+    }
   }
   return y;
 }
@@ -368,6 +393,7 @@ void check_pool(std::span<const std::int8_t> x, const PoolParams& p, const char*
   check_shape(p.x, "input", op);
   check_shape(p.y, "output", op);
   check_window(p.window, op);
+  check_work(p.y, std::uint64_t(p.window.height) * std::uint64_t(p.window.width), op);
   if (p.y.channels != p.x.channels) {
     fail("{}: output channels {} must equal input channels {}", op, p.y.channels, p.x.channels);
   }

@@ -36,7 +36,8 @@ struct Window {
 };
 
 // Which implementation runs: kAuto picks AVX2 when the CPU has it (only conv2d_deep and
-// fully_connected_8 have one), kScalar forces the reference, kAvx2 throws without AVX2.
+// fully_connected_8 (and conv2d_1x1 through it) have one), kScalar forces the reference, kAvx2
+// throws without AVX2.
 enum class Impl { kAuto, kScalar, kAvx2 };
 bool avx2_available();
 
@@ -59,9 +60,11 @@ std::vector<std::int8_t> conv2d_shallowin(std::span<const std::int8_t> x,
                                           std::span<const std::uint16_t> bso, const ConvParams& p);
 
 // 1x1 window, stride 1, start (0,0), no padding: y has x's height and width. K [C_out, C_in].
+// Runs fully_connected_8 per pixel, so it has the AVX2 path too.
 std::vector<std::int8_t> conv2d_1x1(std::span<const std::int8_t> x, ImageShape x_shape,
                                     std::span<const std::int8_t> k, int c_out,
-                                    std::span<const std::uint16_t> bso, OutputOptions output = {});
+                                    std::span<const std::uint16_t> bso, OutputOptions output = {},
+                                    Impl impl = Impl::kAuto);
 
 // K [K_h, K_w, C]; y.channels must equal x.channels.
 std::vector<std::int8_t> conv2d_depthwise(std::span<const std::int8_t> x,

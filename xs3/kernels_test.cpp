@@ -222,6 +222,9 @@ TEST(Xs3Conv2dDeep, RejectsBadInput) {
   auto bad = pack_bso(std::vector<BsoChannel>(4, identity(0)));
   bad[kBsoShift1 * 16 + 2] = 0x8000;  // channel 2 shift1 = -32768
   EXPECT_THROW(conv2d_deep(x, k, bad, p), Error);
+  auto huge = p;  // 2^15 x 2^15 outputs of 4 products: refused, not run for minutes
+  huge.y = {1 << 15, 1 << 15, 4};
+  EXPECT_THROW(conv2d_deep(x, k, identity_bso({0, 0, 0, 0}), huge), Error);
   auto zero_stride = p;
   zero_stride.window.stride_h = 0;
   EXPECT_THROW(conv2d_deep(x, k, identity_bso({0, 0, 0, 0}), zero_stride), Error);
