@@ -324,7 +324,8 @@ TEST(GatiTanh, InterpolatesFromTheNearestPoint) {
   // 50232 + ((65536-66304)*26441 >> 16) = 50232 + floor(-309.85) = 49922 (tanh(1) = 0.76159)
   EXPECT_EQ(tanh_q16(65536), 49922);
   EXPECT_EQ(tanh_q16(-65536), -49922);
-  EXPECT_EQ(tanh_q16(500), 500);  // idx 0: 0 + 500*65536 >> 16
+  // idx 0: the 16-bit slope register reads 0x10000 as 0, so tanh stays 0 (docs/decisions.md D1).
+  EXPECT_EQ(tanh_q16(500), 0);
   // x = 2.0: idx 73, point 130816, tanh 63160, slope 4571: 63160 + (256*4571 >> 16) = 63177
   EXPECT_EQ(tanh_q16(131072), 63177);
   // Clamped at 3.5: tanh[128] = 65417 for everything beyond.

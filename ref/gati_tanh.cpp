@@ -76,7 +76,10 @@ std::int64_t tanh_q16(std::int64_t x) {
   std::int64_t m = x < 0 ? -x : x;
   if (m > kTanhInputMax) m = kTanhInputMax;
   int idx = tanh_segment(m);
-  std::int64_t t = kTanh[idx] + (((m - kPoints[idx]) * kSlope[idx]) >> 16);
+  // The RTL interpolator holds the slope in an unsigned 16-bit register, so entry 0 (0x10000,
+  // slope 1.0) reads as 0: tanh(|x| <= 896) = 0 on the hardware (docs/decisions.md D1).
+  const std::int64_t slope = kSlope[idx] & 0xFFFF;
+  std::int64_t t = kTanh[idx] + (((m - kPoints[idx]) * slope) >> 16);
   return x < 0 ? -t : t;
 }
 
