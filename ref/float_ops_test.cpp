@@ -1,0 +1,143 @@
+// Hand-worked checks of standard ONNX kernels on cases the ONNX conformance data leaves out or
+// that exported detection/classification models rely on.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "ir/tensor_util.h"
+#include "ref/executor.h"
+
+namespace npukit::ref {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::FloatEq;
+using ::testing::HasSubstr;
+
+ir::Tensor run_node(const std::string& op, std::vector<ir::Tensor> inputs,
+                    std::map<std::string, ir::Attribute> attributes = {}, std::int64_t opset = 13) {
+  ir::Graph g;
+  g.opset = opset;
+  ir::Node n;
+  n.name = op;
+  n.op_type = op;
+  n.attributes = std::move(attributes);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].dtype == ir::DType::kUndefined) {
+      n.inputs.push_back("");
+      continue;
+    }
+    const std::string name = "in" + std::to_string(i);
+    inputs[i].name = name;
+    g.tensors[name] = inputs[i];
+    n.inputs.push_back(name);
+  }
+  n.outputs = {"out"};
+  g.outputs = {"out"};
+  g.nodes.push_back(n);
+  return run_graph(g, {}).at("out");
+}
+
+ir::Tensor f32(const ir::Shape& shape, std::vector<float> v) {
+  return ir::make_tensor<float>(shape, v);
+}
+ir::Tensor i64(std::vector<std::int64_t> v) {
+  return ir::make_tensor<std::int64_t>({static_cast<std::int64_t>(v.size())}, v);
+}
+
+TEST(Resize, NearestTwiceAsTorchExportsUpsample) {
+  // opset 13 export of nn.Upsample(scale_factor=2): asymmetric, floor.
+  auto y =
+      run_node("Resize", {f32({1, 1, 2, 2}, {1, 2, 3, 4}), ir::Tensor{}, f32({4}, {1, 1, 2, 2})},
+               {{"mode", std::string("nearest")},
+                {"coordinate_transformation_mode", std::string("asymmetric")},
+                {"nearest_mode", std::string("floor")}});
+  EXPECT_EQ(y.shape, (ir::Shape{1, 1, 4, 4}));
+  EXPECT_THAT(ir::to_vector<float>(y), ElementsAre(1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4));
+}
+
+TEST(Resize, BilinearHalfPixel) {
+  // 1x2 -> 1x4 half_pixel: source x = (o + 0.5) / 2 - 0.5 = -0.25, 0.25, 0.75, 1.25, clamped:
+  // 0 -> 10, 0.25 -> 12.5, 0.75 -> 17.5, 1 -> 20
+  auto y = run_node("Resize", {f32({1, 1, 1, 2}, {10, 20}), ir::Tensor{}, f32({4}, {1, 1, 1, 2})},
+                    {{"mode", std::string("linear")}});
+  EXPECT_THAT(ir::to_vector<float>(y), ElementsAre(10, 12.5f, 17.5f, 20));
+}
+
+TEST(Softmax, OldOpsetsCoerceToTwoDimensions) {
+  auto x = f32({1, 2, 2}, {0, 0, 0, 0});
+  // opset 11, axis 1: normalise over the 4 trailing values together -> 0.25 each
+  EXPECT_THAT(ir::to_vector<float>(run_node("Softmax", {x}, {{"axis", std::int64_t{1}}}, 11)),
+              ElementsAre(0.25f, 0.25f, 0.25f, 0.25f));
+  // opset 13, axis 1: over the 2 values of axis 1 only -> 0.5 each
+  EXPECT_THAT(ir::to_vector<float>(run_node("Softmax", {x}, {{"axis", std::int64_t{1}}}, 13)),
+              ElementsAre(0.5f, 0.5f, 0.5f, 0.5f));
+}
+
+TEST(NonMaxSuppression, CenterBoxesThresholdsAndOrder) {
+  // Center boxes (cx, cy, w, h): b0 (5,5,10,10), b1 (6,5,10,10) IoU 90/110, b2 (50,50,10,10)
+  auto boxes = f32({1, 3, 4}, {5, 5, 10, 10, 6, 5, 10, 10, 50, 50, 10, 10});
+  auto scores = f32({1, 1, 3}, {0.7f, 0.9f, 0.3f});
+  auto y =
+      run_node("NonMaxSuppression", {boxes, scores, i64({10}), f32({1}, {0.5f}), f32({1}, {0.3f})},
+               {{"center_point_box", std::int64_t{1}}});
+  // b1 first (0.9), b0 suppressed (0.82 > 0.5), b2's score 0.3 is not > 0.3
+  EXPECT_EQ(y.shape, (ir::Shape{1, 3}));
+  EXPECT_THAT(ir::to_vector<std::int64_t>(y), ElementsAre(0, 0, 1));
+}
+
+TEST(Pad, ReflectAndEdge) {
+  auto x = f32({3}, {1, 2, 3});
+  EXPECT_THAT(
+      ir::to_vector<float>(run_node("Pad", {x, i64({2, 2})}, {{"mode", std::string("reflect")}})),
+      ElementsAre(3, 2, 1, 2, 3, 2, 1));
+  EXPECT_THAT(
+      ir::to_vector<float>(run_node("Pad", {x, i64({1, 2})}, {{"mode", std::string("edge")}})),
+      ElementsAre(1, 1, 2, 3, 3, 3));
+  EXPECT_THAT(ir::to_vector<float>(run_node("Pad", {x, i64({1, 0}), f32({}, {9})})),
+              ElementsAre(9, 1, 2, 3));
+}
+
+TEST(MaxPool, CeilModeAndPadding) {
+  // 3x3 input, 2x2 stride 2 ceil: windows {1,2,4,5}, {3,6}, {7,8}, {9}
+  auto y = run_node("MaxPool", {f32({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9})},
+                    {{"kernel_shape", std::vector<std::int64_t>{2, 2}},
+                     {"strides", std::vector<std::int64_t>{2, 2}},
+                     {"ceil_mode", std::int64_t{1}}});
+  EXPECT_THAT(ir::to_vector<float>(y), ElementsAre(5, 6, 8, 9));
+}
+
+TEST(Conv, DepthwiseStridedAsymmetricPads) {
+  // 2 channels, depthwise 2x2 kernels of ones, stride 2, pads (top 0, left 1, bottom 1, right 0)
+  auto x = f32({1, 2, 2, 2}, {1, 2, 3, 4, 10, 20, 30, 40});
+  auto w = f32({2, 1, 2, 2}, {1, 1, 1, 1, 1, 1, 1, 1});
+  auto y = run_node("Conv", {x, w},
+                    {{"group", std::int64_t{2}},
+                     {"strides", std::vector<std::int64_t>{2, 2}},
+                     {"pads", std::vector<std::int64_t>{0, 1, 1, 0}}});
+  // OH = (2+0+1-2)/2+1 = 1, OW = (2+1+0-2)/2+1 = 1; window rows 0..1, cols -1..0: x[0][0] + x[1][0]
+  EXPECT_EQ(y.shape, (ir::Shape{1, 2, 1, 1}));
+  EXPECT_THAT(ir::to_vector<float>(y), ElementsAre(4, 40));
+}
+
+TEST(FloatOps, ShapeMismatchesNameTheProblem) {
+  EXPECT_THAT(
+      [&] {
+        run_node("Add", {f32({2}, {1, 2}), f32({3}, {1, 2, 3})});
+      },
+      ::testing::ThrowsMessage<Error>(HasSubstr("do not broadcast")));
+  EXPECT_THAT(
+      [&] {
+        run_node("Reshape", {f32({2}, {1, 2}), i64({3})});
+      },
+      ::testing::ThrowsMessage<Error>(HasSubstr("cannot reshape [2] to [3]")));
+  EXPECT_THAT(
+      [&] {
+        run_node("MaxPool", {f32({1, 1, 1, 1, 1}, {1})},
+                 {{"kernel_shape", std::vector<std::int64_t>{1, 1, 1}}});
+      },
+      ::testing::ThrowsMessage<Error>(HasSubstr("not supported")));
+}
+
+}  // namespace
+}  // namespace npukit::ref
