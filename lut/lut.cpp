@@ -431,6 +431,7 @@ Element evaluate(const LutConfig& c, std::int64_t x) {
   }
   e.selected = pick_lo ? Table::kLo : Table::kLe;
   const TableIndex& ti = pick_lo ? lo : le;
+  e.index = ti.index;
   e.uflow = ti.uflow;
   e.oflow = ti.oflow;
   if (c.unit == Unit::kSdp) {
@@ -465,27 +466,23 @@ void count(Unit unit, const Element& e, Stats& s) {
   }
 }
 
+FieldRange le_select_range(Unit unit, Precision precision) {
+  if (is_float(precision)) return {-128, 121};
+  if (unit == Unit::kSdp) return {-6, 25};
+  return precision == Precision::kInt8 ? FieldRange{-6, 15} : FieldRange{-6, 31};
+}
+FieldRange lo_select_range(Unit unit, Precision precision) {
+  if (is_float(precision)) return {-128, 119};
+  if (unit == Unit::kSdp) return {-8, 23};
+  return precision == Precision::kInt8 ? FieldRange{-8, 13} : FieldRange{-8, 29};
+}
+FieldRange offset_range(Unit unit, Precision precision) {
+  if (is_float(precision)) return {-126, 127};
+  if (unit == Unit::kSdp) return {-64, 31};
+  return precision == Precision::kInt8 ? FieldRange{-64, 20} : FieldRange{-64, 36};
+}
+
 namespace {
-
-struct Range {
-  int lo, hi;
-};
-
-Range le_select_range(const LutConfig& c) {
-  if (is_float(c.precision)) return {-128, 121};
-  if (c.unit == Unit::kSdp) return {-6, 25};
-  return c.precision == Precision::kInt8 ? Range{-6, 15} : Range{-6, 31};
-}
-Range lo_select_range(const LutConfig& c) {
-  if (is_float(c.precision)) return {-128, 119};
-  if (c.unit == Unit::kSdp) return {-8, 23};
-  return c.precision == Precision::kInt8 ? Range{-8, 13} : Range{-8, 29};
-}
-Range offset_range(const LutConfig& c) {
-  if (is_float(c.precision)) return {-126, 127};
-  if (c.unit == Unit::kSdp) return {-64, 31};
-  return c.precision == Precision::kInt8 ? Range{-64, 20} : Range{-64, 36};
-}
 
 // END - START as a real number, for the constraint check.
 long double span_of(const LutConfig& c, std::int64_t start, std::int64_t end) {
@@ -511,7 +508,9 @@ std::vector<Diagnostic> check_constraints(const LutConfig& c) {
     out.push_back({Diagnostic::Severity::kWarning, std::move(code), std::move(message)});
   };
   const std::string where = fmt::format("{} {}", unit_name(c.unit), precision_name(c.precision));
-  const Range le_sel = le_select_range(c), lo_sel = lo_select_range(c), off = offset_range(c);
+  const FieldRange le_sel = le_select_range(c.unit, c.precision),
+                   lo_sel = lo_select_range(c.unit, c.precision),
+                   off = offset_range(c.unit, c.precision);
   if (c.le_linear && (c.le_index_select < le_sel.lo || c.le_index_select > le_sel.hi)) {
     warn("select_range", fmt::format("LE_INDEX_SELECT {} is outside [{}, {}] documented for {}",
                                      c.le_index_select, le_sel.lo, le_sel.hi, where));
@@ -529,9 +528,16 @@ std::vector<Diagnostic> check_constraints(const LutConfig& c) {
       is_float(c.precision)  ? (long double)std::numeric_limits<float>::max()
       : c.unit == Unit::kSdp ? (long double)std::numeric_limits<std::int32_t>::max()
                              : (long double)((std::int64_t(1) << 37) - 1);
+  // Exponent mode: END = START + 2^(OFFSET + 64), clamped to the largest START/END value.
   auto check_span = [&](std::string_view table, std::int64_t start, std::int64_t end, int log2,
-                        std::string_view rule) {
-    const long double want = std::min(std::ldexp((long double)1, log2), max_span);
+                        std::string_view rule, bool clamp) {
+    long double want = std::ldexp((long double)1, log2);
+    if (clamp) {
+      const long double start_value = is_float(c.precision)
+                                          ? (long double)fp::fp32_value(std::uint32_t(start))
+                                          : (long double)start;
+      want = std::min(want, max_span - start_value);
+    }
     const long double got = span_of(c, start, end);
     if (got != want) {
       warn("end_start_mismatch",
@@ -542,11 +548,12 @@ std::vector<Diagnostic> check_constraints(const LutConfig& c) {
     }
   };
   if (c.le_linear) {
-    check_span("LE", c.le_start, c.le_end, c.le_index_select + 6, "2^(LE_INDEX_SELECT + 6)");
+    check_span("LE", c.le_start, c.le_end, c.le_index_select + 6, "2^(LE_INDEX_SELECT + 6)", false);
   } else {
-    check_span("LE", c.le_start, c.le_end, c.le_index_offset + 64, "2^(LE_INDEX_OFFSET + 64)");
+    check_span("LE", c.le_start, c.le_end, c.le_index_offset + 64,
+               "2^(LE_INDEX_OFFSET + 64) (END clamped to the largest value)", true);
   }
-  check_span("LO", c.lo_start, c.lo_end, c.lo_index_select + 8, "2^(LO_INDEX_SELECT + 8)");
+  check_span("LO", c.lo_start, c.lo_end, c.lo_index_select + 8, "2^(LO_INDEX_SELECT + 8)", false);
   if (c.unit == Unit::kCdp && c.precision == Precision::kInt8) {
     for (auto [name, v] : {std::pair{"LE_START", c.le_start}, std::pair{"LE_END", c.le_end},
                            std::pair{"LO_START", c.lo_start}, std::pair{"LO_END", c.lo_end}}) {

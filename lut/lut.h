@@ -80,6 +80,7 @@ struct Element {
   bool le_hit = false, lo_hit = false;
   bool le_uflow = false, le_oflow = false, lo_uflow = false, lo_oflow = false;
   Table selected = Table::kLe;
+  int index = 0;                      // entry address in the selected table
   bool uflow = false, oflow = false;  // flags of the selected table
 };
 
@@ -93,6 +94,14 @@ std::vector<Diagnostic> check_constraints(const LutConfig& config);
 // The representable input range for `precision`, for validation and the designer.
 std::int64_t input_min(Unit unit, Precision precision);
 std::int64_t input_max(Unit unit, Precision precision);
+
+// Documented ranges (nvdla-lut.md 3) of LE_INDEX_SELECT, LO_INDEX_SELECT and LE_INDEX_OFFSET.
+struct FieldRange {
+  int lo, hi;
+};
+FieldRange le_select_range(Unit unit, Precision precision);
+FieldRange lo_select_range(Unit unit, Precision precision);
+FieldRange offset_range(Unit unit, Precision precision);
 
 // One register of a unit's LUT block.
 struct RegisterInfo {
