@@ -254,9 +254,14 @@ void TailPipeline::run_channel(std::uint64_t channel, std::span<const std::int32
     for (std::size_t p = 0; p < acc.size(); ++p) out[p] = apply(acc[p], channel);
     return;
   }
-  std::int64_t sum = 0;
+  std::int64_t sum = 0;  // <= 2^20 pixels of int32: no overflow
   for (std::int32_t a : acc) sum += apply(a, channel);
-  std::int64_t avg = round_shift(sum * cfg_.gbl_pool_scale, cfg_.gbl_pool_shift);
+  // sum * 16-bit scale can exceed 64 bits only for int32 (QuantEn = 0) inputs; saturate there.
+  const __int128 product = static_cast<__int128>(sum) * cfg_.gbl_pool_scale;
+  const __int128 limit = static_cast<__int128>(1) << 62;
+  const std::int64_t clipped =
+      static_cast<std::int64_t>(product > limit ? limit : (product < -limit ? -limit : product));
+  std::int64_t avg = round_shift(clipped, cfg_.gbl_pool_shift);
   out[0] = cfg_.quant_en ? clamp_int8(avg)
                          : static_cast<std::int32_t>(std::clamp<std::int64_t>(
                                avg, std::numeric_limits<std::int32_t>::min(),

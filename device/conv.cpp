@@ -24,6 +24,10 @@ using isa::Field;
 
 namespace {
 
+// About 15 minutes of simulation: a bound so a malformed program cannot keep the model busy for
+// days (resnet50's largest layer is ~0.1e9).
+constexpr std::uint64_t kMaxLayerMacs = 1ull << 40;
+
 // How the weight blob's (kern, chan, row, a, b) maps onto channels for each array use.
 enum class ConvMode {
   kRegular,           // 9,4,4 / 9,8,8: a = engine = input channel in group, b = column = kernel
@@ -312,6 +316,19 @@ BlockTiming run_conv(LayerContext& ctx) {
                    "is 1 but the {} output pixels exceed the {}-pixel on-chip accumulator",
                    out_pixels, ctx.accbuf_depth);
 
+  // Everything this layer writes must lie in DRAM before any work is done (this also bounds the
+  // model's memory by the DRAM size), and the work itself is bounded.
+  const ActivationLayout early_out = ActivationLayout::for_arch(
+      arch, g.kn, TailConfig::from(ctx.tail).gbl_pool_en ? 1 : out_pixels);
+  ctx.check_dram_range(Field::OutputBlock_OutputAddr, out.output_addr,
+                       early_out.bytes() * static_cast<std::uint64_t>(std::max(out.op_width, 1)));
+  const std::uint64_t planned_macs = g.kn * g.ic * g.kh * g.kw * out_pixels;
+  if (planned_macs > kMaxLayerMacs)
+    ctx.fail_field(Field::CONV_KN,
+                   "this layer needs {} multiply-accumulates, more than the {} the model runs in "
+                   "one layer; split it",
+                   planned_macs, kMaxLayerMacs);
+
   // Image region.
   const std::uint64_t in_channels_padded = ceil_mod(g.ic, n_sa);
   const ActivationLayout in_layout =
@@ -358,11 +375,14 @@ BlockTiming run_conv(LayerContext& ctx) {
 
   const auto connections = map_weights(ctx, g, map, blob, in_channels_padded);
 
-  // Initial accumulants (kernel split: AccumulantReadFirst), int32 in the OpWidth-4 layout.
   std::vector<std::int32_t> acc(g.kn * out_pixels, 0);
   std::uint64_t read_bytes = blob_bytes + in_layout.bytes() * map.kitr;
   std::uint64_t write_bytes = 0;
+  // Initial accumulants (kernel split: AccumulantReadFirst), int32 in the OpWidth-4 layout,
+  // added after the conv sums with the accumulant adder's 32-bit wrap.
+  std::vector<std::int32_t> initial;
   if (out.accumulant_read_first) {
+    initial.resize(acc.size());
     const ActivationLayout acc_layout = ActivationLayout::for_arch(arch, g.kn, out_pixels);
     ctx.check_dram_range(Field::OutputBlock_AccumulantAddr, out.accumulant_addr,
                          acc_layout.bytes() * 4);
@@ -370,7 +390,7 @@ BlockTiming run_conv(LayerContext& ctx) {
                                     ctx.field_name(Field::OutputBlock_AccumulantAddr));
     for (std::uint64_t k = 0; k < g.kn; ++k)
       for (std::uint64_t p = 0; p < out_pixels; ++p)
-        acc[k * out_pixels + p] =
+        initial[k * out_pixels + p] =
             static_cast<std::int32_t>(load_be32(&raw[acc_layout.offset(k, p) * 4]));
     read_bytes += acc_layout.bytes() * 4;
   }
@@ -410,6 +430,9 @@ BlockTiming run_conv(LayerContext& ctx) {
       }
     }
   }
+  for (std::size_t i = 0; i < initial.size(); ++i)
+    acc[i] = static_cast<std::int32_t>(static_cast<std::uint32_t>(acc[i]) +
+                                       static_cast<std::uint32_t>(initial[i]));
   // Useful MACs: every (output channel, tap, pixel) of the conv the instruction describes.
   macs = g.kn *
          (map.mode == ConvMode::kDepthwise || map.mode == ConvMode::kDepthwise16 ? 1 : g.ic) *

@@ -15,6 +15,7 @@ const isa::SaArch kArchs[] = {isa::kArch9x4x4, isa::kArch9x8x8, isa::kArch16x1x1
 
 struct RunResult {
   std::vector<std::int32_t> out;
+  Bytes raw;  // the whole output region
   Bytes dispatch;
   std::unique_ptr<Device> device;
 };
@@ -47,6 +48,7 @@ RunResult run_one_conv(const isa::SaArch& arch, ConvSpec s, std::uint32_t* acc_a
   EXPECT_EQ(r.device->stats().runs, 1u);
   const Bytes raw = r.device->dram().read(out_addr, out_bytes, "test");
   r.out = unpack_activation(arch, s.kn, s.out_pixels(), raw, s.op_width);
+  r.raw = raw;
   // every padding byte of the output region is 0
   const Bytes repacked = pack_activation(arch, s.kn, s.out_pixels(), r.out, s.op_width);
   EXPECT_EQ(raw, repacked) << "padding bytes of the output region must be written as 0";
@@ -65,9 +67,11 @@ TEST(Conv, HandWorked2x2Stride2On9x4x4) {
   s.bias = {-10};
   const RunResult r = run_one_conv(isa::kArch9x4x4, s);
   EXPECT_EQ(r.out, (std::vector<std::int32_t>{4, 12, 36, 44}));
-  // The output region of 9,4,4 is C' = 4 channels x P' = 8 pixels: bytes 0..3 hold the result.
-  const Bytes raw = r.device->dram().read(0x10000 + 32 + 32, 0, "test");  // (smoke: zero-size read)
-  EXPECT_TRUE(raw.empty());
+  // The output region of 9,4,4 is C' = 4 channels x P' = 8 pixels = one 32-byte word: channel 0
+  // holds bytes 0..7 (pixels 4..7 are padding), channels 1..3 are padding; all padding is 0.
+  Bytes expected(32, 0);
+  expected[0] = 4, expected[1] = 12, expected[2] = 36, expected[3] = 44;
+  EXPECT_EQ(r.raw, expected);
 }
 
 TEST(Conv, HandWorkedQuantizerRoundsHalfUpAndClamps) {

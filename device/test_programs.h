@@ -238,7 +238,9 @@ inline std::vector<std::int32_t> ref_conv(const ConvSpec& s,
 
 // A program under construction: instructions plus blobs at increasing 32-aligned addresses.
 struct ProgramBuilder {
-  explicit ProgramBuilder(const isa::SaArch& a) : arch(a) {}
+  explicit ProgramBuilder(const isa::SaArch& a, std::vector<Instruction> insts = {},
+                          std::vector<isa::Blob> blob_list = {})
+      : arch(a), instructions(std::move(insts)), blobs(std::move(blob_list)) {}
   isa::SaArch arch;
   std::vector<Instruction> instructions;
   std::vector<isa::Blob> blobs;
