@@ -36,9 +36,13 @@ Bytes pack_conv_weights(std::span<const std::int8_t> oihw, const ConvGeometry& g
         for (std::int64_t schan = 0; schan < geo.chan_dim; ++schan)
           for (std::int64_t skern = 0; skern < geo.kern_dim; ++skern) {
             std::uint8_t b = 0;
-            if (geo.depthwise) {
+            if (geo.depthwise && arch.regular_optimal()) {
               // Diagonal: channel kern*N_SA + j sits at engine j, column j (gati.md 14.1).
               if (schan == skern) b = weight(kern * nsa + schan, 0, srow);
+            } else if (geo.depthwise) {
+              // 16,1,16 (unverified on the RTL, refused unless --allow-errata): one column per
+              // engine, so channel kern*N_SA + skern sits at engine skern.
+              b = weight(kern * nsa + skern, 0, srow);
             } else {
               b = weight(kern * geo.kern_dim + skern, chan * geo.chan_dim + schan, srow);
             }

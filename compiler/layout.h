@@ -22,6 +22,7 @@ namespace npukit::compiler {
 //   schan < chan_dim, skern < kern_dim: W[kern*kern_dim + skern][chan*chan_dim + schan][srow]
 //   (srow = kh*KW + kw), 0 out of range;
 //   depthwise (14.1, diagonal): byte (kern, srow, j, j) = W[kern*N_SA + j][0][srow], 0 elsewhere;
+//   depthwise on 16,1,16 (not RTL-verified): byte (kern, srow, 0, j) = W[kern*N_SA + j][0][srow];
 //   pointwise (16,1,16, gati.md 6.2): for ki, ci, c = N_SA-1 .. 0, r < ROW: W[ki*N_SA + r][ci*ROW +
 //   c].
 // Padded with zeros to ceil_mod(kitr * citr * ROW * COLS * N_SA, 32) bytes.

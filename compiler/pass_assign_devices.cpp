@@ -199,10 +199,15 @@ std::string why_not_on_device(const ir::Graph& g, const ir::Node& n, const Compi
                          g.consumers(x).size() == 1 &&
                          std::find(g.outputs.begin(), g.outputs.end(), x) == g.outputs.end();
     if (auto e = rank4(g, x); !e.empty() && !fc_tail) return e;
-    if (op == "Clip")
+    if (op == "Clip") {
       for (std::size_t k = 1; k < n.inputs.size() && k < 3; ++k)
         if (!n.inputs[k].empty() && !scalar_constant(g, n.inputs[k]))
           return "Clip bounds are not constants";
+      // The tail's Clip is [0, ActParam] (gati.md 3.2); other lower bounds have no instruction.
+      if (n.inputs.size() < 2 || n.inputs[1].empty() ||
+          constant_values(g.tensor(n.inputs[1])).at(0) != 0)
+        return "Clip with a lower bound other than 0 (the TailBlock clips to [0, ActParam])";
+    }
     return {};
   }
   if ((op == "Flatten" || op == "Reshape") && onnx) {

@@ -1,0 +1,201 @@
+// Whole programs: small QOperator graphs built here are compiled, run on the device model from the
+// GML bytes exactly as a board receives them, and compared bit for bit with the reference executor
+// running the lowered npukit.gati graph (docs/ref-ops.md; ref/ shares no code with device/).
+#include "compiler/device_run.h"
+#include "compiler/passes.h"
+#include "compiler/test_graphs.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+namespace npukit::compiler {
+namespace {
+
+using testing::GraphBuilder;
+using testing::int8_tensor;
+using testing::random_int32;
+using testing::random_int8;
+
+std::map<std::string, ir::Tensor> random_inputs(const ir::Graph& g, unsigned seed) {
+  std::map<std::string, ir::Tensor> in;
+  for (const auto& name : g.inputs) {
+    const ir::Tensor& t = g.tensor(name);
+    in[name] = int8_tensor(
+        name, t.shape, random_int8(static_cast<std::size_t>(ir::element_count(t.shape)), seed++));
+  }
+  return in;
+}
+
+void expect_device_equals_reference(const ir::Graph& g, const isa::SaArch& arch, unsigned seed = 1,
+                                    bool allow_errata = false) {
+  CompileOptions opt;
+  opt.arch = arch;
+  opt.allow_errata = allow_errata;
+  const CompileResult r = compile(g, opt);
+  const auto inputs = random_inputs(g, seed);
+  const auto dev = testing::run_on_device(r, inputs);
+  const auto ref = testing::run_on_reference(r.ctx, r.program, inputs);
+  ASSERT_FALSE(ref.empty());
+  for (const auto& [name, values] : ref) {
+    ASSERT_TRUE(dev.count(name)) << name;
+    ASSERT_EQ(dev.at(name).size(), values.size()) << name;
+    std::size_t differ = 0, nonzero = 0;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      differ += dev.at(name)[i] != values[i];
+      nonzero += values[i] != 0;
+    }
+    EXPECT_EQ(differ, 0u) << name << " on " << arch.str() << ": " << differ << " of "
+                          << values.size() << " values differ";
+    EXPECT_GT(nonzero, 0u) << name << ": an all-zero output tests nothing";
+  }
+}
+
+std::vector<std::int32_t> bias(std::size_t n, unsigned seed) {
+  return random_int32(n, seed, -2000, 2000);
+}
+
+// conv 3x3 + relu -> max pool -> 1x1 conv -> depthwise 3x3 stride 2 -> conv + relu6 + global pool
+ir::Graph cnn(std::int64_t c0) {
+  GraphBuilder b;
+  b.input("x", ir::DType::kInt8, {1, c0, 9, 10});
+  auto a = b.qconv("c1", "x", 0.05f, random_int8(12 * c0 * 9, 2), {12, c0, 3, 3}, 0.01f, 0.1f,
+                   bias(12, 3), {1, 0, 1, 2});
+  a = b.relu("r1", a);
+  a = b.maxpool("p1", a, 2, 2);  // 10x10 -> 5x5 (4x5 after the asymmetric conv below)
+  a = b.qconv("c2", a, 0.1f, random_int8(16 * 12, 4), {16, 12, 1, 1}, 0.01f, 0.1f, bias(16, 5),
+              {0, 0, 0, 0});
+  a = b.qconv("dw", a, 0.1f, random_int8(16 * 9, 6), {16, 1, 3, 3}, 0.02f, 0.1f, bias(16, 7),
+              {1, 1, 1, 1}, 2, 16);
+  a = b.qconv("c3", a, 0.1f, random_int8(8 * 16 * 9, 8), {8, 16, 3, 3}, 0.01f, 0.05f, bias(8, 9),
+              {1, 1, 1, 1});
+  b.value("clip_out", ir::DType::kInt8, b.g.tensor(a).shape);
+  b.node("Clip", "", {a, b.i8("lo", 0), b.i8("hi", 120)}, {"clip_out"}, "relu6");
+  b.value("gap", ir::DType::kInt8, {1, 8, 1, 1});
+  b.node("QLinearGlobalAveragePool", "com.microsoft",
+         {"clip_out", "c3_ys", "c3_yz", b.f32("gs", 0.02f), "c3_yz"}, {"gap"}, "pool");
+  b.g.outputs = {"gap"};
+  return b.g;
+}
+
+TEST(EndToEnd, CnnOn9x8x8And9x4x4) {
+  expect_device_equals_reference(cnn(3), isa::kArch9x8x8);
+  expect_device_equals_reference(cnn(5), isa::kArch9x4x4, 7);
+}
+
+TEST(EndToEnd, CnnOn16x1x16WithErrataAllowed) {
+  // 16,1,16 chained and depthwise programs are v1.0.0 errata: refused by default.
+  EXPECT_THROW(compile(cnn(3), CompileOptions{isa::kArch16x1x16, {}, 512, false}), Error);
+  expect_device_equals_reference(cnn(3), isa::kArch16x1x16, 3, true);
+}
+
+TEST(EndToEnd, ConvFlattenFcReluFc) {
+  GraphBuilder b;
+  b.input("x", ir::DType::kInt8, {1, 6, 5, 5});
+  auto a = b.qconv("conv", "x", 0.05f, random_int8(10 * 6 * 9, 11), {10, 6, 3, 3}, 0.01f, 0.1f,
+                   bias(10, 12), {0, 0, 0, 0});
+  b.value("flat", ir::DType::kInt8, {1, 90});
+  b.node("Flatten", "", {a}, {"flat"}, "flatten");
+  b.value("fc1", ir::DType::kInt8, {1, 40});
+  auto& g1 =
+      b.node("QGemm", "com.microsoft",
+             {"flat", "conv_ys", "conv_yz",
+              b.constant<std::int8_t>("w1", ir::DType::kInt8, {40, 90}, random_int8(3600, 13)),
+              b.f32("ws1", 0.01f), b.i8("z", 0),
+              b.constant<std::int32_t>("b1", ir::DType::kInt32, {40}, bias(40, 14)),
+              b.f32("s1", 0.2f), "z"},
+             {"fc1"}, "fc1");
+  g1.attributes["transB"] = std::int64_t{1};
+  auto r = b.relu("relu", "fc1");
+  b.value("fc2", ir::DType::kInt8, {1, 7});
+  b.node(
+      "QLinearMatMul", "",
+      {r, "s1", "z", b.constant<std::int8_t>("w2", ir::DType::kInt8, {40, 7}, random_int8(280, 15)),
+       b.f32("ws2", 0.02f), "z", b.f32("s2", 0.1f), "z"},
+      {"fc2"}, "fc2");
+  b.g.outputs = {"fc2"};
+  expect_device_equals_reference(b.g, isa::kArch9x8x8, 21);
+  expect_device_equals_reference(b.g, isa::kArch9x4x4, 22);
+}
+
+TEST(EndToEnd, ResidualAddSigmoidLeakyConcatResize) {
+  GraphBuilder b;
+  b.input("x", ir::DType::kInt8, {1, 8, 6, 6});
+  auto c1 = b.qconv("c1", "x", 0.05f, random_int8(8 * 8 * 9, 31), {8, 8, 3, 3}, 0.01f, 0.1f,
+                    bias(8, 32), {1, 1, 1, 1});
+  auto c2 = b.qconv("c2", c1, 0.1f, random_int8(8 * 8 * 9, 33), {8, 8, 3, 3}, 0.01f, 0.2f,
+                    bias(8, 34), {1, 1, 1, 1});
+  b.value("sum", ir::DType::kInt8, {1, 8, 6, 6});
+  b.node("QLinearAdd", "com.microsoft",
+         {c1, "c1_ys", "c1_yz", c2, "c2_ys", "c2_yz", b.f32("ss", 0.15f), "c1_yz"}, {"sum"}, "add");
+  b.value("leaky", ir::DType::kInt8, {1, 8, 6, 6});
+  b.node("QLinearLeakyRelu", "com.microsoft", {"sum", "ss", "c1_yz", b.f32("sl", 0.1f), "c1_yz"},
+         {"leaky"}, "leaky")
+      .attributes["alpha"] = 0.1f;
+  b.value("sig", ir::DType::kInt8, {1, 8, 6, 6});
+  b.node("QLinearSigmoid", "com.microsoft",
+         {c2, "c2_ys", "c1_yz", b.f32("s_sig", 1.0f / 256), "c1_yz"}, {"sig"}, "sigmoid");
+  b.value("cat", ir::DType::kInt8, {1, 16, 6, 6});
+  b.node("QLinearConcat", "com.microsoft",
+         {"sl", "c1_yz", "leaky", "sl", "c1_yz", "sig", "s_sig", "c1_yz"}, {"cat"}, "concat")
+      .attributes["axis"] = std::int64_t{1};
+  b.value("up", ir::DType::kInt8, {1, 16, 12, 12});
+  auto& rs =
+      b.node("Resize", "",
+             {"cat", "", b.constant<float>("scales", ir::DType::kFloat32, {4}, {1, 1, 2, 2})},
+             {"up"}, "up");
+  rs.attributes["mode"] = std::string("nearest");
+  rs.attributes["coordinate_transformation_mode"] = std::string("asymmetric");
+  rs.attributes["nearest_mode"] = std::string("floor");
+  b.g.outputs = {"up"};
+  expect_device_equals_reference(b.g, isa::kArch9x8x8, 41);
+}
+
+TEST(EndToEnd, SplitKernelEqualsTheUnsplitConv) {
+  // A 5x5 conv runs as 5 one-row pieces accumulated through int32 accumulants on the device; the
+  // result must equal the reference's single 5x5 GatiConv (the lowering before split_kernels).
+  for (const isa::SaArch& arch : {isa::kArch9x8x8, isa::kArch9x4x4}) {
+    GraphBuilder b;
+    b.input("x", ir::DType::kInt8, {1, 5, 9, 11});
+    auto y = b.qconv("conv", "x", 0.05f, random_int8(6 * 5 * 25, 51), {6, 5, 5, 5}, 0.01f, 0.3f,
+                     bias(6, 52), {2, 1, 2, 3});
+    auto r = b.relu("relu", y);
+    b.g.outputs = {r};
+    CompileOptions opt;
+    opt.arch = arch;
+    const CompileResult res = compile(b.g, opt);
+    ASSERT_EQ(res.program.layers.size(), 5u);
+    const auto inputs = random_inputs(b.g, 53);
+    const auto dev = testing::run_on_device(res, inputs);
+    Context whole;
+    whole.options = opt;
+    whole.graph = b.g;
+    assign_devices(whole);
+    lower_to_gati(whole);
+    fuse_tail(whole);
+    ref::TensorMap in{{"x", inputs.at("x")}};
+    const auto ref = ref::run_graph(whole.graph, in);
+    const ir::Tensor& expect = ref.at(r);
+    ASSERT_EQ(dev.at(r).size(), expect.data.size());
+    EXPECT_EQ(std::memcmp(dev.at(r).data(), expect.data.data(), expect.data.size()), 0)
+        << arch.str();
+  }
+}
+
+TEST(EndToEnd, FirstLayerPoolGetsAnEmptyTailBlock) {
+  GraphBuilder b;
+  b.input("x", ir::DType::kInt8, {1, 8, 8, 8});
+  auto p = b.maxpool("pool", "x", 3, 2, 1);
+  auto c = b.qconv("conv", p, 0.05f, random_int8(8 * 8 * 9, 61), {8, 8, 3, 3}, 0.01f, 0.1f,
+                   bias(8, 62), {1, 1, 1, 1});
+  b.g.outputs = {c};
+  const CompileResult r = compile(b.g, {});
+  const auto& ins = r.program.layers[0].instructions;
+  ASSERT_EQ(ins.size(), 4u);
+  EXPECT_EQ(ins[2].opcode(), isa::Opcode::TailBlock);
+  EXPECT_EQ(ins[2], isa::Instruction(isa::Opcode::TailBlock));
+  expect_device_equals_reference(b.g, isa::kArch9x8x8, 63);
+}
+
+}  // namespace
+}  // namespace npukit::compiler

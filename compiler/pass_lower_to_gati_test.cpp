@@ -1,0 +1,158 @@
+// lower_to_gati and fuse_tail: QOperator ops become npukit.gati nodes with the integer
+// requantization parameters worked out by hand (DECISIONS.md 4, 6, 8).
+#include "compiler/passes.h"
+#include "compiler/test_graphs.h"
+
+#include <gtest/gtest.h>
+
+namespace npukit::compiler {
+namespace {
+
+using testing::GraphBuilder;
+
+Context lowered(const ir::Graph& g, bool fuse) {
+  Context ctx;
+  ctx.graph = g;
+  assign_devices(ctx);
+  lower_to_gati(ctx);
+  if (fuse) fuse_tail(ctx);
+  return ctx;
+}
+
+const ir::Node& only(const Context& ctx, const std::string& op) {
+  for (const auto& n : ctx.graph.nodes)
+    if (n.op_type == op) return n;
+  throw std::runtime_error("no " + op);
+}
+
+TEST(LowerToGati, ConvScalesFoldIntoQuantScaleAndShift) {
+  // M = 0.02 * 0.01 / 0.05 = 0.004 -> 16777 / 2^22.
+  GraphBuilder b;
+  b.input("x", ir::DType::kInt8, {1, 3, 6, 6});
+  auto y = b.qconv("conv", "x", 0.02f, std::vector<std::int8_t>(4 * 3 * 9, 1), {4, 3, 3, 3}, 0.01f,
+                   0.05f, {1, 2, 3, 4}, {1, 0, 1, 2}, 1);
+  b.g.outputs = {y};
+  const Context ctx = lowered(b.g, false);
+  const ir::Node& c = only(ctx, "GatiConv");
+  EXPECT_EQ(c.domain, "npukit.gati");
+  EXPECT_EQ(c.name, "conv");
+  EXPECT_EQ(c.get_int("quant_scale", 0), 16777);
+  EXPECT_EQ(c.get_int("quant_shift", 0), 22);
+  EXPECT_EQ(c.get_ints("pads", {}), (std::vector<std::int64_t>{1, 0, 1, 2}));
+  EXPECT_EQ(c.inputs[0], "x");
+  EXPECT_EQ(c.inputs[1], "conv_w");
+  EXPECT_EQ(c.inputs[2], "conv_b");
+  EXPECT_EQ(c.outputs[0], y);
+}
+
+TEST(LowerToGati, AddMulSigmoidScales) {
+  GraphBuilder b;
+  b.input("a", ir::DType::kInt8, {1, 8, 2, 2});
+  b.input("c", ir::DType::kInt8, {1, 8, 2, 2});
+  b.value("sum", ir::DType::kInt8, {1, 8, 2, 2});
+  b.value("prod", ir::DType::kInt8, {1, 8, 2, 2});
+  b.value("sig", ir::DType::kInt8, {1, 8, 2, 2});
+  const auto sa = b.f32("sa", 0.5f), za = b.i8("za", 0), sc = b.f32("sc", 0.25f),
+             sy = b.f32("sy", 1.0f);
+  b.node("QLinearAdd", "com.microsoft", {"a", sa, za, "c", sc, za, sy, za}, {"sum"}, "add");
+  b.node("QLinearMul", "com.microsoft", {"sum", sy, za, "c", sc, za, b.f32("sp", 0.125f), za},
+         {"prod"}, "mul");
+  b.node("QLinearSigmoid", "com.microsoft", {"prod", "sp", za, b.f32("ss", 1.0f / 256), za},
+         {"sig"}, "sigmoid");
+  b.g.outputs = {"sig"};
+  const Context ctx = lowered(b.g, false);
+  ASSERT_EQ(ctx.graph.nodes.size(), 3u);
+  const ir::Node& add = ctx.graph.nodes[0];
+  // s_o = max(0.5, 0.25) / 64: a_scale = 0.5 * 1024 / s_o = 65536, b_scale = 32768,
+  // M = s_o / s_y = 1/128 -> 1 / 2^7.
+  EXPECT_EQ(add.get_string("op", ""), "add");
+  EXPECT_EQ(add.get_int("a_scale", 0), 65536);
+  EXPECT_EQ(add.get_int("b_scale", 0), 32768);
+  EXPECT_EQ(add.get_int("quant_scale", 0), 1);
+  EXPECT_EQ(add.get_int("quant_shift", 0), 7);
+  const ir::Node& mul = ctx.graph.nodes[1];
+  // a_scale = b_scale = 1024, M = 1 * 0.25 / 0.125 = 2.
+  EXPECT_EQ(mul.get_string("op", ""), "mult");
+  EXPECT_EQ(mul.get_int("a_scale", 0), 1024);
+  EXPECT_EQ(mul.get_int("quant_scale", 0), 2);
+  EXPECT_EQ(mul.get_int("quant_shift", 0), 0);
+  const ir::Node& sig = ctx.graph.nodes[2];
+  // a_scale = 0.125 * 2^16 = 8192, M = 1 / (1/256) = 256.
+  EXPECT_EQ(sig.get_string("op", ""), "sigmoid");
+  EXPECT_EQ(sig.get_int("a_scale", 0), 8192);
+  EXPECT_EQ(sig.get_int("quant_scale", 0), 256);
+  EXPECT_EQ(sig.get_int("quant_shift", 0), 0);
+}
+
+TEST(LowerToGati, GlobalAveragePoolScale) {
+  // s_x / (s_y * H*W) = 0.5 / (0.25 * 16) = 0.125 = 1 / 2^3.
+  GraphBuilder b;
+  b.input("x", ir::DType::kInt8, {1, 8, 4, 4});
+  b.value("g", ir::DType::kInt8, {1, 8, 1, 1});
+  b.node("QLinearGlobalAveragePool", "com.microsoft",
+         {"x", b.f32("sx", 0.5f), b.i8("z", 0), b.f32("sy", 0.25f), "z"}, {"g"}, "gap");
+  b.g.outputs = {"g"};
+  const Context ctx = lowered(b.g, false);
+  const ir::Node& p = only(ctx, "GatiPool");
+  EXPECT_EQ(p.get_string("mode", ""), "global_average");
+  EXPECT_EQ(p.get_int("pool_scale", 0), 1);
+  EXPECT_EQ(p.get_int("pool_shift", 0), 3);
+}
+
+TEST(FuseTail, ReluAndGlobalPoolJoinTheConvTail) {
+  GraphBuilder b;
+  b.input("x", ir::DType::kInt8, {1, 8, 4, 4});
+  auto c = b.qconv("conv", "x", 0.02f, std::vector<std::int8_t>(8 * 8 * 9, 1), {8, 8, 3, 3}, 0.01f,
+                   0.05f, {}, {1, 1, 1, 1});
+  auto r = b.relu("relu", c);
+  b.value("g", ir::DType::kInt8, {1, 8, 1, 1});
+  b.node("QLinearGlobalAveragePool", "com.microsoft",
+         {r, "conv_ys", "conv_yz", b.f32("sg", 0.05f / 16), "conv_yz"}, {"g"}, "gap");
+  b.g.outputs = {"g"};
+  Context ctx = lowered(b.g, true);
+  ASSERT_EQ(ctx.graph.nodes.size(), 1u);
+  const ir::Node& conv = ctx.graph.nodes[0];
+  EXPECT_EQ(conv.get_string("act", ""), "relu");
+  EXPECT_EQ(conv.get_int("quant_scale", 0), 16777);  // unchanged: ReLU's rescale is exactly 1
+  EXPECT_EQ(conv.get_int("quant_shift", 0), 22);
+  EXPECT_EQ(conv.get_int("global_pool", 0), 1);
+  EXPECT_EQ(conv.get_int("global_pool_scale", 0), 1);  // (s_x / s_y) / 16 = 1
+  EXPECT_EQ(conv.get_int("global_pool_shift", 0), 0);
+  EXPECT_EQ(conv.outputs[0], "g");
+  EXPECT_NE(ctx.placement["relu"].reason.find("fused"), std::string::npos);
+}
+
+TEST(FuseTail, LeakyReluWithARescaleChangesTheMultiplier) {
+  GraphBuilder b;
+  b.input("x", ir::DType::kInt8, {1, 8, 4, 4});
+  auto c = b.qconv("conv", "x", 0.02f, std::vector<std::int8_t>(8 * 8 * 9, 1), {8, 8, 3, 3}, 0.01f,
+                   0.05f, {}, {1, 1, 1, 1});
+  b.value("l", ir::DType::kInt8, {1, 8, 4, 4});
+  auto& n = b.node("QLinearLeakyRelu", "com.microsoft",
+                   {c, "conv_ys", "conv_yz", b.f32("sl", 0.1f), "conv_yz"}, {"l"}, "leaky");
+  n.attributes["alpha"] = 0.1f;
+  b.g.outputs = {"l"};
+  Context ctx = lowered(b.g, true);
+  ASSERT_EQ(ctx.graph.nodes.size(), 1u);
+  const ir::Node& conv = ctx.graph.nodes[0];
+  // M = 0.02 * 0.01 / 0.1 = 0.002 -> 0.002 * 2^24 = 33554.4 too big; 2^23: 16777.2 -> 16777.
+  EXPECT_EQ(conv.get_string("act", ""), "leaky");
+  EXPECT_EQ(conv.get_int("quant_scale", 0), 16777);
+  EXPECT_EQ(conv.get_int("quant_shift", 0), 23);
+  EXPECT_EQ(conv.get_int("neg_alpha", 0), 26);  // round(0.1 * 256) = 25.6 -> 26
+  EXPECT_EQ(conv.get_int("pos_alpha", 0), 256);
+}
+
+TEST(FuseTail, ExposedValuesAreNotFused) {
+  GraphBuilder b;
+  b.input("x", ir::DType::kInt8, {1, 8, 4, 4});
+  auto c = b.qconv("conv", "x", 0.02f, std::vector<std::int8_t>(8 * 8 * 9, 1), {8, 8, 3, 3}, 0.01f,
+                   0.05f, {}, {1, 1, 1, 1});
+  auto r = b.relu("relu", c);
+  b.g.outputs = {c, r};
+  Context ctx = lowered(b.g, true);
+  EXPECT_EQ(ctx.graph.nodes.size(), 2u);
+}
+
+}  // namespace
+}  // namespace npukit::compiler
