@@ -6,21 +6,17 @@
 #include <array>
 #include <cstdint>
 
+#include "isa/tanh_tables.h"
+
 namespace npukit::device {
 
 inline constexpr int kTanhFracBits = 16;                // Q16 in and out
 inline constexpr std::int32_t kTanhOne = 65535;         // what the engine calls 1.0 in sigmoid
 inline constexpr std::uint32_t kTanhInputMax = 229376;  // 3.5 * 2^16: |x| is clamped here
-inline constexpr int kTanhTableSize = 129;              // 128 segments, 129 sample points
-inline constexpr std::uint32_t kTanhIndexRound = 896;   // half a segment (0x700 / 2)
+using isa::kTanhTableSize;
+inline constexpr std::uint32_t kTanhIndexRound = 896;  // half a segment (0x700 / 2)
 
-// The three RTL tables (interpolation_points.txt, tanh_values.txt, slope_values.txt), as stored.
-struct TanhTables {
-  std::array<std::uint32_t, kTanhTableSize> points;
-  std::array<std::uint32_t, kTanhTableSize> tanh;
-  std::array<std::uint32_t, kTanhTableSize> slope;
-};
-const TanhTables& tanh_tables();
+using isa::tanh_tables;  // the three RTL tables, as stored
 
 // Table index the RTL picks for a clamped magnitude |x| <= kTanhInputMax: the shift-and-add
 // approximation of (|x| + 896) * 36.5625 >> 16, i.e. roughly the nearest sample point.

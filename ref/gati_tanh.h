@@ -9,9 +9,9 @@ namespace npukit::ref::gati {
 constexpr std::int64_t kTanhInputMax = 229376;  // 3.5 in Q16: |x| is clamped here
 
 // The 129-entry tables (Q16 words).
-const std::array<std::int32_t, 129>& tanh_points();
-const std::array<std::int32_t, 129>& tanh_values();
-const std::array<std::int32_t, 129>& tanh_slopes();
+const std::array<std::uint32_t, 129>& tanh_points();
+const std::array<std::uint32_t, 129>& tanh_values();
+const std::array<std::uint32_t, 129>& tanh_slopes();
 
 // The RTL's table index for a clamped magnitude in [0, kTanhInputMax]: 0..128.
 int tanh_segment(std::int64_t magnitude);
