@@ -7,6 +7,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -165,6 +166,35 @@ TEST(RefConformance, OnnxNodeTests) {
   for (const auto& f : failures) ADD_FAILURE() << f;
   // Guard against silently skipping everything (e.g. the executor losing an op).
   EXPECT_GE(passed, 370);
+}
+
+// Single-op QOperator models (ref/testdata/make_ort_cases.py) with onnxruntime-node's outputs:
+// the quantized kernels must reproduce onnxruntime bit for bit (floats exactly too).
+TEST(RefConformance, OnnxruntimeQuantizedOps) {
+  const fs::path dir = fs::path(NPUKIT_SOURCE_DIR) / "ref" / "testdata" / "ort";
+  std::vector<fs::path> models;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".onnx") models.push_back(e.path());
+  std::sort(models.begin(), models.end());
+  ASSERT_GE(models.size(), 17u);
+  for (const fs::path& model : models) {
+    const std::string name = model.stem().string();
+    SCOPED_TRACE(name);
+    ir::Graph graph = onnxio::load_onnx(model.string());
+    ref::TensorMap inputs;
+    for (std::size_t i = 0; i < graph.inputs.size(); ++i)
+      inputs[graph.inputs[i]] =
+          onnxio::load_tensor_file((dir / fmt::format("{}.in{}.npy", name, i)).string());
+    const ir::Tensor want = onnxio::load_tensor_file((dir / (name + ".out0.npy")).string());
+    const ir::Tensor got = ref::run_graph(graph, inputs).at(graph.outputs.at(0));
+    ASSERT_EQ(got.dtype, want.dtype);
+    ASSERT_EQ(got.shape, want.shape);
+    std::int64_t differing = 0;
+    for (std::size_t b = 0; b < got.data.size(); b += ir::dtype_size(got.dtype))
+      differing +=
+          std::memcmp(got.data.data() + b, want.data.data() + b, ir::dtype_size(got.dtype)) != 0;
+    EXPECT_EQ(differing, 0) << "of " << ir::element_count(want.shape) << " values";
+  }
 }
 
 }  // namespace

@@ -290,6 +290,13 @@ Quant quant_at(const OpInputs& in, std::size_t scale_index, std::size_t zero_ind
 }
 
 // com.microsoft QLinearAdd / QLinearMul: A, A_scale, A_zp, B, B_scale, B_zp, C_scale, C_zp.
+// These reproduce onnxruntime's x86 kernels operation for operation, so results agree bit for bit
+// (ties included), not only up to rounding:
+//   add (AVX2): fixed = zc - (rA*za + rB*zb), rA = sA/sC, rB = sB/sC;
+//               v = fma(a, rA, fma(b, rB, fixed)); when one operand is constant along the
+//               innermost broadcast axis it is folded into `fixed` first (multiply, then add);
+//   mul (SSE2): v = float((a - za)(b - zb)) * (sA*sB/sC) + zc (separate multiply and add);
+// then round half to even and saturate.
 template <bool kMul>
 Outputs qlinear_binary(const ir::Node&, const OpInputs& in) {
   const Tensor &a = in.at(0), &b = in.at(3);
@@ -299,14 +306,33 @@ Outputs qlinear_binary(const ir::Node&, const OpInputs& in) {
   if (a.dtype != b.dtype || !is_8bit(a.dtype)) fail("A and B must share one 8-bit type");
   const ir::Shape shape = broadcast_shapes(a.shape, b.shape);
   Tensor out = ir::make_tensor(zero_point_type(in.optional(7), a.dtype), shape);
-  const float ratio_a = qa.scale / qc.scale, ratio_b = qb.scale / qc.scale;
-  const float ratio_ab = qa.scale * qb.scale / qc.scale;
+  const float zc = static_cast<float>(qc.zero);
+  if (kMul) {
+    const float ratio = qa.scale * qb.scale / qc.scale;
+    for_each_broadcast(
+        shape, a.shape, b.shape, [&](std::int64_t i, std::int64_t ia, std::int64_t ib) {
+          const float product = static_cast<float>((av[ia] - qa.zero) * (bv[ib] - qb.zero)) * ratio;
+          store(out, i, round_half_even(product + zc));
+        });
+    return one(std::move(out));
+  }
+  const float ra = qa.scale / qc.scale, rb = qb.scale / qc.scale;
+  const float fixed = zc - (ra * static_cast<float>(qa.zero) + rb * static_cast<float>(qb.zero));
+  // Which operand onnxruntime's broadcaster hands over as a scalar: decided by the innermost axis.
+  const std::int64_t a_last = a.shape.empty() ? 1 : a.shape.back();
+  const std::int64_t b_last = b.shape.empty() ? 1 : b.shape.back();
+  const bool a_scalar = a_last != b_last && a_last == 1, b_scalar = a_last != b_last && b_last == 1;
   for_each_broadcast(shape, a.shape, b.shape,
                      [&](std::int64_t i, std::int64_t ia, std::int64_t ib) {
-                       const float da = static_cast<float>(av[ia] - qa.zero),
-                                   db = static_cast<float>(bv[ib] - qb.zero);
-                       const float v = kMul ? da * db * ratio_ab : ratio_a * da + ratio_b * db;
-                       store(out, i, round_half_even(v) + static_cast<float>(qc.zero));
+                       const float fa = static_cast<float>(av[ia]), fb = static_cast<float>(bv[ib]);
+                       float v;
+                       if (a_scalar)
+                         v = std::fma(fb, rb, fixed + fa * ra);
+                       else if (b_scalar)
+                         v = std::fma(fa, ra, fixed + fb * rb);
+                       else
+                         v = std::fma(fa, ra, std::fma(fb, rb, fixed));
+                       store(out, i, round_half_even(v));
                      });
   return one(std::move(out));
 }
