@@ -197,5 +197,45 @@ TEST(RefConformance, OnnxruntimeQuantizedOps) {
   }
 }
 
+// Float models exported by torch with torch's own outputs: the fixture models of
+// fixtures/models (make_models.py) and a tiny YOLO-style detector (ref/testdata/make_tiny_yolo.py).
+TEST(RefConformance, FloatModelsMatchTorch) {
+  int checked = 0;
+  for (const fs::path dir : {fs::path(NPUKIT_SOURCE_DIR) / "fixtures" / "models",
+                             fs::path(NPUKIT_SOURCE_DIR) / "ref" / "testdata" / "models"}) {
+    if (!fs::is_directory(dir)) continue;
+    std::vector<fs::path> models;
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".onnx") models.push_back(e.path());
+    std::sort(models.begin(), models.end());
+    for (const fs::path& model : models) {
+      const std::string name = model.stem().string();
+      SCOPED_TRACE(name);
+      const ir::Graph graph = onnxio::load_onnx(model.string());
+      for (int k = 0; fs::exists(dir / fmt::format("{}.input_{}.npy", name, k)); ++k) {
+        ref::TensorMap inputs{
+            {graph.inputs.at(0),
+             onnxio::load_tensor_file((dir / fmt::format("{}.input_{}.npy", name, k)).string())}};
+        const auto outputs = ref::run_graph(graph, inputs);
+        for (std::size_t j = 0; j < graph.outputs.size(); ++j) {
+          fs::path expected = dir / fmt::format("{}.output_{}.npy", name, k);
+          if (graph.outputs.size() > 1 || !fs::exists(expected))
+            expected = dir / fmt::format("{}.output_{}_{}.npy", name, k, j);
+          const ir::Tensor want = onnxio::load_tensor_file(expected.string());
+          const ir::Tensor& got = outputs.at(graph.outputs[j]);
+          ASSERT_EQ(got.shape, want.shape) << expected;
+          const auto g = ir::to_vector<float>(got), w = ir::to_vector<float>(want);
+          for (std::size_t i = 0; i < w.size(); ++i)
+            ASSERT_LE(std::fabs(g[i] - w[i]), 1e-4f + 1e-3f * std::fabs(w[i]))
+                << expected << " element " << i;
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GE(checked, 10);
+  std::cout << "float models matching torch: " << checked << " outputs\n";
+}
+
 }  // namespace
 }  // namespace npukit
