@@ -239,8 +239,10 @@ std::int32_t TailPipeline::apply(std::int32_t acc, std::uint64_t channel) const 
         v = std::clamp(v, 0, cfg_.act_param);
         break;
       default: {  // LeakyReLU: ((0 || alpha) * x) >>> 8, alpha by the sign of x
+        // Slopes above 1.0 (alpha > 256) can leave int8; the int8 lane saturates.
         const std::int64_t alpha = v < 0 ? cfg_.neg_alpha : cfg_.pos_alpha;
-        v = static_cast<std::int32_t>((alpha * v) >> 8);
+        const std::int64_t y = (alpha * v) >> 8;
+        v = cfg_.quant_en ? clamp_int8(y) : static_cast<std::int32_t>(y);
         break;
       }
     }

@@ -175,7 +175,10 @@ inline std::int32_t ref_tail_value(const ConvSpec& s, std::int64_t acc, int k) {
   if (s.act_en) {
     if (s.act_type == 0 && v < 0) v = 0;
     if (s.act_type == 1) v = std::min<std::int64_t>(std::max<std::int64_t>(v, 0), s.act_param);
-    if (s.act_type == 2) v = ((v < 0 ? s.neg_alpha : s.pos_alpha) * v) >> 8;
+    if (s.act_type == 2) {
+      v = ((v < 0 ? s.neg_alpha : s.pos_alpha) * v) >> 8;
+      if (s.quant_en) v = std::min<std::int64_t>(127, std::max<std::int64_t>(-128, v));
+    }
   }
   return static_cast<std::int32_t>(v);
 }
