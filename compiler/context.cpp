@@ -30,7 +30,8 @@ static ScaleShift choose(double multiplier, std::int64_t max_scale, const std::s
     if (scale > max_scale) break;  // larger shifts only make the scale bigger
     if (scale < 1) continue;
     const double err = std::fabs(static_cast<double>(scale) / std::ldexp(1.0, shift) - multiplier);
-    if (best.scale == 0 || err < best_err) {
+    // On ties prefer the larger shift: the same value with more fraction bits.
+    if (best.scale == 0 || err <= best_err) {
       best = {scale, shift};
       best_err = err;
     }

@@ -49,8 +49,9 @@ struct Context {
 // ---- small helpers shared by several passes -------------------------------------------------
 
 // QuantScale/QuantShift for a real multiplier (DECISIONS.md 4): scale in [1, 32767] and the shift
-// in [0, 31] that makes scale / 2^shift closest to `multiplier`. Throws naming `what` when the
-// multiplier cannot be represented (>= 32767.5 or so small that the scale rounds to 0).
+// in [0, 31] that makes scale / 2^shift closest to `multiplier` (the larger shift on ties). Throws
+// naming `what` when the multiplier cannot be represented (>= 32767.5 or so small that the scale
+// rounds to 0).
 struct ScaleShift {
   std::int64_t scale = 1;
   std::int64_t shift = 0;

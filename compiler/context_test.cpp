@@ -24,13 +24,15 @@ TEST(ChooseScaleShift, PicksTheClosestRepresentableMultiplier) {
   EXPECT_EQ(q.shift, 22);
 }
 
-TEST(ChooseScaleShift, ExactPowersUseTheSmallestShift) {
+TEST(ChooseScaleShift, TiesPreferTheLargerShift) {
+  // 1.0 is exact at every shift up to 14 (16384 / 2^14; 2^15 = 32768 does not fit).
   auto q = choose_scale_shift(1.0, "t");
-  EXPECT_EQ(q.scale, 1);
-  EXPECT_EQ(q.shift, 0);
+  EXPECT_EQ(q.scale, 16384);
+  EXPECT_EQ(q.shift, 14);
+  // 300 * 2^6 = 19200; 2^7 would need 38400.
   q = choose_scale_shift(300.0, "t");
-  EXPECT_EQ(q.scale, 300);
-  EXPECT_EQ(q.shift, 0);
+  EXPECT_EQ(q.scale, 19200);
+  EXPECT_EQ(q.shift, 6);
 }
 
 TEST(ChooseScaleShift, RejectsWhatTheFieldsCannotHold) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "compiler/compiler.h"
+#include "compiler/passes.h"
 #include "device/device.h"
 #include "isa/dispatch.h"
 #include "isa/dwp.h"
@@ -89,6 +90,41 @@ inline std::map<std::string, std::vector<std::int8_t>> run_on_reference(
     result[name].assign(reinterpret_cast<const std::int8_t*>(t.data.data()),
                         reinterpret_cast<const std::int8_t*>(t.data.data()) + t.data.size());
   return result;
+}
+
+// For programs with split kernels: the lowering before split_kernels (one GatiConv per original
+// conv; the reference has no row-skip pieces), run on the reference executor. The device part's
+// outputs keep their names through the split, so the results compare one to one.
+inline std::map<std::string, std::vector<std::int8_t>> run_unsplit_on_reference(
+    const ir::Graph& model, const CompileOptions& options, const DeviceProgram& prog,
+    const std::map<std::string, ir::Tensor>& inputs) {
+  Context ctx;
+  ctx.options = options;
+  ctx.graph = model;
+  fuse_batchnorm(ctx);
+  canonicalize_qdq(ctx);
+  assign_devices(ctx);
+  lower_to_gati(ctx);
+  fuse_tail(ctx);
+  std::vector<std::string> names;
+  for (const auto& n : ctx.graph.nodes)
+    if (is_gati(n) && ctx.on_device(n.name)) names.push_back(n.name);
+  const ir::Graph sub = extract_subgraph(ctx.graph, names, prog.outputs, "device_part");
+  ref::TensorMap in;
+  for (const auto& name : sub.inputs) in[name] = inputs.at(name);
+  std::map<std::string, std::vector<std::int8_t>> result;
+  for (const auto& [name, t] : ref::run_graph(sub, in))
+    result[name].assign(reinterpret_cast<const std::int8_t*>(t.data.data()),
+                        reinterpret_cast<const std::int8_t*>(t.data.data()) + t.data.size());
+  return result;
+}
+
+inline bool has_split_kernels(const DeviceProgram& prog, const Context& ctx) {
+  for (const auto& l : prog.layers) {
+    const ir::Node& n = ctx.graph.nodes[l.node];
+    if (n.inputs.size() > 3 && !n.inputs[3].empty()) return true;
+  }
+  return false;
 }
 
 }  // namespace npukit::compiler::testing

@@ -341,11 +341,59 @@ bool rewrite(ir::Graph& g, std::size_t i) {
   return true;
 }
 
+// Asymmetric uint8 activations of a QDQ model (QuantizeLinear -> DequantizeLinear pairs) become
+// symmetric int8 (DECISIONS.md 5): the float value is what both ends agree on, so the pair can
+// use scale s' = s * max(z, 255 - z) / 127 and zero point 0, which covers the same float range.
+void symmetrize_uint8_activations(Context& ctx) {
+  ir::Graph& g = ctx.graph;
+  for (auto& q : g.nodes) {
+    if (q.op_type != "QuantizeLinear" || q.inputs.size() < 3 || q.outputs.size() != 1) continue;
+    ir::Tensor* out = g.find(q.outputs[0]);
+    const ir::Tensor* zt = g.find(q.inputs[2]);
+    const ir::Tensor* st = g.find(q.inputs[1]);
+    if (!out || !zt || !st || zt->dtype != ir::DType::kUInt8 || !zt->is_constant() ||
+        !st->is_constant())
+      continue;
+    const auto sv = constant_values(*st);
+    if (sv.size() != 1) continue;
+    auto cons = g.consumers(q.outputs[0]);
+    if (cons.empty() ||
+        std::find(g.outputs.begin(), g.outputs.end(), q.outputs[0]) != g.outputs.end())
+      continue;
+    bool all_dq = true;
+    for (const auto* c : cons)
+      all_dq = all_dq && c->op_type == "DequantizeLinear" && c->inputs.size() >= 2 &&
+               c->inputs[1] == q.inputs[1] && (c->inputs.size() < 3 || c->inputs[2] == q.inputs[2]);
+    if (!all_dq) continue;
+    const double z = constant_values(*zt).at(0);
+    const double scale = sv[0] * std::max(z, 255.0 - z) / 127.0;
+    const std::string base = q.outputs[0] + "_int8";
+    const std::string s_name = float_scalar(g, base + "_scale", static_cast<float>(scale));
+    const std::int8_t zero = 0;
+    const std::string z_name = add_constant(g, base + "_zero_point", ir::DType::kInt8, {}, &zero);
+    out = g.find(q.outputs[0]);
+    out->dtype = ir::DType::kInt8;
+    const std::string value = q.outputs[0];
+    q.inputs[1] = s_name;
+    q.inputs[2] = z_name;
+    for (auto& n : g.nodes)
+      if (n.op_type == "DequantizeLinear" && !n.inputs.empty() && n.inputs[0] == value) {
+        n.inputs.resize(3);
+        n.inputs[1] = s_name;
+        n.inputs[2] = z_name;
+      }
+    ctx.warnings.push_back("activation '" + value + "' was uint8 with zero point " +
+                           std::to_string(static_cast<int>(z)) +
+                           "; requantized to symmetric int8 (scale " + std::to_string(scale) + ")");
+  }
+}
+
 }  // namespace
 
 void canonicalize_qdq(Context& ctx) {
   ir::Graph& g = ctx.graph;
   bool any = false;
+  symmetrize_uint8_activations(ctx);
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     if (g.nodes[i].name.empty()) g.nodes[i].name = unique_name(g, g.nodes[i].op_type);
   }

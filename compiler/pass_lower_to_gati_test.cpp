@@ -64,28 +64,28 @@ TEST(LowerToGati, AddMulSigmoidScales) {
   ASSERT_EQ(ctx.graph.nodes.size(), 3u);
   const ir::Node& add = ctx.graph.nodes[0];
   // s_o = max(0.5, 0.25) / 64: a_scale = 0.5 * 1024 / s_o = 65536, b_scale = 32768,
-  // M = s_o / s_y = 1/128 -> 1 / 2^7.
+  // M = s_o / s_y = 1/128 -> 16384 / 2^21 (exact; the largest shift that fits).
   EXPECT_EQ(add.get_string("op", ""), "add");
   EXPECT_EQ(add.get_int("a_scale", 0), 65536);
   EXPECT_EQ(add.get_int("b_scale", 0), 32768);
-  EXPECT_EQ(add.get_int("quant_scale", 0), 1);
-  EXPECT_EQ(add.get_int("quant_shift", 0), 7);
+  EXPECT_EQ(add.get_int("quant_scale", 0), 16384);
+  EXPECT_EQ(add.get_int("quant_shift", 0), 21);
   const ir::Node& mul = ctx.graph.nodes[1];
-  // a_scale = b_scale = 1024, M = 1 * 0.25 / 0.125 = 2.
+  // a_scale = b_scale = 1024, M = 1 * 0.25 / 0.125 = 2 = 16384 / 2^13.
   EXPECT_EQ(mul.get_string("op", ""), "mult");
   EXPECT_EQ(mul.get_int("a_scale", 0), 1024);
-  EXPECT_EQ(mul.get_int("quant_scale", 0), 2);
-  EXPECT_EQ(mul.get_int("quant_shift", 0), 0);
+  EXPECT_EQ(mul.get_int("quant_scale", 0), 16384);
+  EXPECT_EQ(mul.get_int("quant_shift", 0), 13);
   const ir::Node& sig = ctx.graph.nodes[2];
-  // a_scale = 0.125 * 2^16 = 8192, M = 1 / (1/256) = 256.
+  // a_scale = 0.125 * 2^16 = 8192, M = 1 / (1/256) = 256 = 16384 / 2^6.
   EXPECT_EQ(sig.get_string("op", ""), "sigmoid");
   EXPECT_EQ(sig.get_int("a_scale", 0), 8192);
-  EXPECT_EQ(sig.get_int("quant_scale", 0), 256);
-  EXPECT_EQ(sig.get_int("quant_shift", 0), 0);
+  EXPECT_EQ(sig.get_int("quant_scale", 0), 16384);
+  EXPECT_EQ(sig.get_int("quant_shift", 0), 6);
 }
 
 TEST(LowerToGati, GlobalAveragePoolScale) {
-  // s_x / (s_y * H*W) = 0.5 / (0.25 * 16) = 0.125 = 1 / 2^3.
+  // s_x / (s_y * H*W) = 0.5 / (0.25 * 16) = 0.125 = 16384 / 2^17.
   GraphBuilder b;
   b.input("x", ir::DType::kInt8, {1, 8, 4, 4});
   b.value("g", ir::DType::kInt8, {1, 8, 1, 1});
@@ -95,8 +95,8 @@ TEST(LowerToGati, GlobalAveragePoolScale) {
   const Context ctx = lowered(b.g, false);
   const ir::Node& p = only(ctx, "GatiPool");
   EXPECT_EQ(p.get_string("mode", ""), "global_average");
-  EXPECT_EQ(p.get_int("pool_scale", 0), 1);
-  EXPECT_EQ(p.get_int("pool_shift", 0), 3);
+  EXPECT_EQ(p.get_int("pool_scale", 0), 16384);
+  EXPECT_EQ(p.get_int("pool_shift", 0), 17);
 }
 
 TEST(FuseTail, ReluAndGlobalPoolJoinTheConvTail) {
@@ -116,8 +116,8 @@ TEST(FuseTail, ReluAndGlobalPoolJoinTheConvTail) {
   EXPECT_EQ(conv.get_int("quant_scale", 0), 16777);  // unchanged: ReLU's rescale is exactly 1
   EXPECT_EQ(conv.get_int("quant_shift", 0), 22);
   EXPECT_EQ(conv.get_int("global_pool", 0), 1);
-  EXPECT_EQ(conv.get_int("global_pool_scale", 0), 1);  // (s_x / s_y) / 16 = 1
-  EXPECT_EQ(conv.get_int("global_pool_shift", 0), 0);
+  EXPECT_EQ(conv.get_int("global_pool_scale", 0), 16384);  // (s_x / s_y) / 16 = 1
+  EXPECT_EQ(conv.get_int("global_pool_shift", 0), 14);
   EXPECT_EQ(conv.outputs[0], "g");
   EXPECT_NE(ctx.placement["relu"].reason.find("fused"), std::string::npos);
 }
