@@ -1,10 +1,13 @@
 // FC megablock: weights, bias order and flattening from gati.md 6.2 / 8, against plain loops.
 #include "device/device.h"
 #include "device/test_programs.h"
+#include "ir/graph.h"
 #include "isa/dispatch.h"
+#include "ref/gati_kernels.h"
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 
 namespace npukit::device {
@@ -177,6 +180,62 @@ TEST(Fc, FlattensAConvOutputChannelMajor) {
     for (int o = 0; o < f.m; ++o)
       EXPECT_EQ(static_cast<std::int8_t>(frames[0].payload[o]), expected[o]) << arch.str();
     EXPECT_EQ(dev.stats().layers.at(1).opcode, isa::Opcode::FC);
+  }
+}
+
+TEST(Fc, RandomShapesMatchTheRefKernels) {
+  namespace rg = npukit::ref::gati;
+  std::mt19937 rng(12);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int trial = 0; trial < 12; ++trial) {
+    const auto& arch = kArchs[trial % 3];
+    FcSpec f;
+    f.k = pick(1, 300), f.m = pick(1, 100), f.scale = pick(1, 32767), f.shift = pick(12, 24);
+    f.relu = trial % 2 == 1;
+    fill(f, 100 + trial);
+    std::vector<std::int32_t> x(f.k);
+    for (auto& v : x) v = pick(-128, 127);
+    ProgramBuilder b{arch};
+    Bytes input(up(f.k, 32), 0);
+    for (int j = 0; j < f.k; ++j) input[j] = static_cast<std::uint8_t>(x[j]);
+    const std::uint32_t in_addr = b.alloc(input.size());
+    const std::uint32_t out_addr = b.alloc(up(f.m, 32));
+    add_fc(b, f, false, 0, in_addr, input.size(), out_addr, false);
+    b.finish();
+    DeviceConfig cfg;
+    cfg.arch = arch;
+    cfg.dram_bytes = 8ull << 20;
+    Device dev(cfg);
+    dev.receive_dwp(b.stream(in_addr, input));
+    const Bytes got = dev.dram().read(out_addr, f.m, "test");
+
+    auto make = [](ir::DType t, ir::Shape shape, const std::vector<std::int32_t>& v,
+                   std::size_t size) {
+      ir::Tensor r;
+      r.dtype = t;
+      r.shape = std::move(shape);
+      r.data.resize(v.size() * size);
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        if (size == 1) {
+          const auto e = static_cast<std::int8_t>(v[i]);
+          std::memcpy(&r.data[i], &e, 1);
+        } else {
+          std::memcpy(&r.data[i * 4], &v[i], 4);
+        }
+      }
+      return r;
+    };
+    const ir::Tensor xt = make(ir::DType::kInt8, {1, f.k}, x, 1);
+    const ir::Tensor wt = make(ir::DType::kInt8, {f.m, f.k}, f.w, 1);
+    const ir::Tensor bt = make(ir::DType::kInt32, {f.m}, f.bias, 4);
+    rg::Tail tail;
+    tail.quant_scale = f.scale;
+    tail.quant_shift = f.shift;
+    tail.act = f.relu ? rg::Act::kRelu : rg::Act::kNone;
+    const ir::Tensor y = rg::fully_connected(xt, wt, &bt, tail);
+    for (int o = 0; o < f.m; ++o)
+      EXPECT_EQ(static_cast<std::int8_t>(got[o]), y.as<std::int8_t>()[o])
+          << arch.str() << " trial " << trial << " o " << o;
   }
 }
 
