@@ -3,6 +3,9 @@
 //        [--repeat N] [--threads N] [--batch-axis0]
 // Writes every model output to DIR/<output name>.npy and prints one JSON line:
 //   {"model", "outputs": {name: {"dtype", "shape"}}, "ms": [per-run wall times]}
+// --batch-axis0: the inputs hold a batch along axis 0 for a model exported with batch 1; every
+// image runs on its own (as npukit's runtime does) and outputs are stacked along axis 0. "ms"
+// then holds one wall time per image (of the last repeat).
 // Graph optimizations default to "disabled": on this AVX2-without-VNNI CPU the fused uint8
 // kernels can saturate, and with int8 activations x64quantprecision fails at session creation.
 import fs from 'node:fs';
@@ -51,7 +54,7 @@ function writeNpy(file, tensor) {
 }
 
 const args = process.argv.slice(2);
-let model, outDir = null, opt = 'disabled', repeat = 1, threads = 1;
+let model, outDir = null, opt = 'disabled', repeat = 1, threads = 1, batchAxis0 = false;
 const feeds = {};
 for (let i = 0; i < args.length; ++i) {
   const a = args[i];
@@ -59,6 +62,7 @@ for (let i = 0; i < args.length; ++i) {
   else if (a === '--opt') opt = args[++i];
   else if (a === '--repeat') repeat = parseInt(args[++i], 10);
   else if (a === '--threads') threads = parseInt(args[++i], 10);
+  else if (a === '--batch-axis0') batchAxis0 = true;
   else if (!model) model = a;
   else {
     const eq = a.indexOf('=');
@@ -73,12 +77,42 @@ if (!model) {
 const session = await ort.InferenceSession.create(model, {
   graphOptimizationLevel: opt, intraOpNumThreads: threads, interOpNumThreads: 1,
 });
+// Image n of a tensor along axis 0, as a batch of one.
+function imageOf(t, n) {
+  const per = t.data.length / t.dims[0];
+  return new ort.Tensor(t.type, t.data.slice(n * per, (n + 1) * per), [1, ...t.dims.slice(1)]);
+}
+
+// Tensors of equal shape [1, ...] stacked along axis 0.
+function stack(list) {
+  const first = list[0];
+  const per = first.data.length;
+  const data = new first.data.constructor(per * list.length);
+  list.forEach((t, n) => data.set(t.data, n * per));
+  return new ort.Tensor(first.type, data, [list.length, ...first.dims.slice(1)]);
+}
+
 const ms = [];
 let results;
 for (let r = 0; r < Math.max(1, repeat); ++r) {
-  const t0 = process.hrtime.bigint();
-  results = await session.run(feeds);
-  ms.push(Number(process.hrtime.bigint() - t0) / 1e6);
+  if (!batchAxis0) {
+    const t0 = process.hrtime.bigint();
+    results = await session.run(feeds);
+    ms.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    continue;
+  }
+  const batch = Object.values(feeds)[0].dims[0];
+  const perImage = {};
+  ms.length = 0;
+  for (let n = 0; n < batch; ++n) {
+    const one = {};
+    for (const [name, t] of Object.entries(feeds)) one[name] = imageOf(t, n);
+    const t0 = process.hrtime.bigint();
+    const out = await session.run(one);
+    ms.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    for (const [name, t] of Object.entries(out)) (perImage[name] ??= []).push(t);
+  }
+  results = Object.fromEntries(Object.entries(perImage).map(([k, v]) => [k, stack(v)]));
 }
 const outputs = {};
 for (const [name, t] of Object.entries(results)) {

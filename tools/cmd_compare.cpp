@@ -1,0 +1,400 @@
+// npukit compare model.onnx|DIR --input NAME=FILE ... [--json] [--sa-arch ...]
+// Runs a model on the device model with every device layer's output dispatched back, and the
+// compiler's lowered graph (npukit.gati ops, docs/ref-ops.md) on the reference executor, and
+// reports per device layer how many int8 values differ and by how much. Layers are listed in the
+// order the device runs them, so a mismatch shows up at the first layer that computes it.
+// Exit status 1 when any value differs.
+#include "common/error.h"
+#include "compiler/compiler.h"
+#include "ir/tensor_util.h"
+#include "isa/manifest.h"
+#include "onnx/onnx_io.h"
+#include "ref/executor.h"
+#include "runtime/session.h"
+#include "tools/command_registry.h"
+#include "tools/program_dir.h"
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <set>
+
+namespace {
+
+namespace fs = std::filesystem;
+using npukit::fail;
+using npukit::ref::TensorMap;
+namespace ir = npukit::ir;
+
+struct CompareArgs {
+  std::string model;
+  std::string onnx;  // for a compiled DIR: the ONNX model it was compiled from
+  std::vector<std::string> inputs;
+  bool json = false;
+  std::string keep_dir;  // keep the compiled all-layers program here
+  npukit::tools::ProgramOptions program;
+};
+
+// A directory removed when the comparison ends (the compiled all-layers program).
+class TempDir {
+ public:
+  TempDir() {
+    std::random_device rd;
+    path_ = fs::temp_directory_path() / fmt::format("npukit-compare-{:08x}", rd());
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// NAME=FILE pairs; a bare FILE is allowed when the model has exactly one input.
+TensorMap load_inputs(const std::vector<std::string>& specs,
+                      const std::vector<npukit::isa::ManifestTensor>& model_inputs) {
+  TensorMap feeds;
+  for (const auto& spec : specs) {
+    std::string name, file;
+    if (auto eq = spec.find('='); eq != std::string::npos) {
+      name = spec.substr(0, eq);
+      file = spec.substr(eq + 1);
+    } else if (model_inputs.size() == 1) {
+      name = model_inputs[0].name;
+      file = spec;
+    } else {
+      fail("--input '{}': the model has {} inputs, write NAME=FILE", spec, model_inputs.size());
+    }
+    const bool known = std::any_of(model_inputs.begin(), model_inputs.end(),
+                                   [&](const auto& in) { return in.name == name; });
+    if (!known) {
+      std::string names;
+      for (const auto& in : model_inputs) names += (names.empty() ? "" : ", ") + in.name;
+      fail("--input '{}': the model has no input '{}' (its inputs: {})", spec, name, names);
+    }
+    ir::Tensor t = npukit::onnxio::load_tensor_file(file);
+    t.name = name;
+    feeds[name] = std::move(t);
+  }
+  return feeds;
+}
+
+// Image n of a batch (axis 0), as a batch of one.
+ir::Tensor image_of(const ir::Tensor& t, std::int64_t n) {
+  const std::int64_t batch = t.shape.empty() ? 1 : t.shape[0];
+  const std::size_t bytes = t.data.size() / static_cast<std::size_t>(batch);
+  ir::Tensor out = t;
+  if (!out.shape.empty()) out.shape[0] = 1;
+  out.data.assign(t.data.begin() + static_cast<std::ptrdiff_t>(n * bytes),
+                  t.data.begin() + static_cast<std::ptrdiff_t>((n + 1) * bytes));
+  return out;
+}
+
+void append_image(ir::Tensor& batch, const ir::Tensor& image) {
+  if (batch.dtype == ir::DType::kUndefined) {
+    batch = image;
+    return;
+  }
+  batch.data.insert(batch.data.end(), image.data.begin(), image.data.end());
+  if (!batch.shape.empty()) batch.shape[0] += image.shape.empty() ? 1 : image.shape[0];
+}
+
+// Integer or float values of a tensor as double, for differences.
+std::vector<double> values_of(const ir::Tensor& t) {
+  std::vector<double> v;
+  if (t.dtype == ir::DType::kFloat32 || t.dtype == ir::DType::kFloat64) {
+    for (float f : ir::to_float_vector(t)) v.push_back(f);
+  } else {
+    for (std::int64_t i : ir::to_int64_vector(t)) v.push_back(static_cast<double>(i));
+  }
+  return v;
+}
+
+// "[n, c, h, w]" of flat index i in shape.
+std::vector<std::int64_t> unravel(std::int64_t i, const ir::Shape& shape) {
+  std::vector<std::int64_t> idx(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    const std::int64_t n = std::max<std::int64_t>(shape[d], 1);
+    idx[d] = i % n;
+    i /= n;
+  }
+  return idx;
+}
+
+struct Diff {
+  std::string layer, opcode, tensor;
+  ir::Shape shape;
+  std::int64_t elements = 0;
+  std::int64_t differ = 0;
+  double max_abs_diff = 0;
+  std::vector<std::int64_t> first_index;  // of the first differing value
+  double first_device = 0, first_reference = 0;
+  std::string note;  // why a tensor was not compared
+  bool compared = false;
+  bool ok() const { return !compared || differ == 0; }
+};
+
+Diff diff(const ir::Tensor& device, const ir::Tensor& reference) {
+  Diff d;
+  d.shape = reference.shape;
+  const auto a = values_of(device);
+  const auto b = values_of(reference);
+  if (a.size() != b.size()) {
+    d.compared = true;
+    d.note = fmt::format("device gave {} values, the reference {}", a.size(), b.size());
+    d.differ = static_cast<std::int64_t>(std::max(a.size(), b.size()));
+    return d;
+  }
+  d.compared = true;
+  d.elements = static_cast<std::int64_t>(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double e = std::abs(a[i] - b[i]);
+    if (e != 0) {
+      if (d.differ == 0) {
+        d.first_index = unravel(static_cast<std::int64_t>(i), reference.shape);
+        d.first_device = a[i];
+        d.first_reference = b[i];
+      }
+      ++d.differ;
+      d.max_abs_diff = std::max(d.max_abs_diff, e);
+    }
+  }
+  return d;
+}
+
+std::string index_string(const std::vector<std::int64_t>& idx) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < idx.size(); ++i) s += (i ? ", " : "") + std::to_string(idx[i]);
+  return s + "]";
+}
+
+void run(const CompareArgs& a) {
+  npukit::compiler::CompileOptions options = a.program.compile_options();
+  ir::Graph model;
+  std::string program_dir;
+  std::unique_ptr<TempDir> temp;
+  std::vector<std::string> dispatch = options.dispatch;
+
+  if (fs::is_directory(a.model)) {
+    // A compiled program: its manifest gives the options; the ONNX model it came from gives the
+    // lowered graph. Only the layers it dispatches can be compared.
+    if (a.onnx.empty())
+      fail(
+          "'{}' is a compiled directory: also give the ONNX model it was compiled from with "
+          "--onnx MODEL.onnx (the reference needs the lowered graph), or pass the ONNX model "
+          "instead of the directory to compare every layer",
+          a.model);
+    program_dir = a.model;
+    const auto m = npukit::isa::load_manifest((fs::path(a.model) / "manifest.json").string());
+    options.arch = m.arch();
+    options.ramsize_mb = m.ramsize_mb;
+    options.allow_errata = m.allow_errata;
+    dispatch.clear();
+    for (const auto& out : m.device_outputs) dispatch.push_back(out.name);
+    options.dispatch = dispatch;
+    model = npukit::onnxio::load_onnx(a.onnx);
+  } else {
+    if (!fs::exists(a.model)) fail("'{}' does not exist", a.model);
+    model = npukit::onnxio::load_onnx(a.model);
+    // Every device layer's int8 output dispatched back, so each can be compared. Named by tensor,
+    // not layer: dispatching a layer by name asks for its pre-activation value and so unfuses its
+    // tail, while tensor names keep the program the device normally runs. int32 accumulant
+    // pieces of split kernels are not dispatchable as int8 and stay on the device.
+    const auto lowered = npukit::compiler::lower(model, options);
+    for (const auto& n : lowered.graph.nodes)
+      if (npukit::compiler::is_gati(n))
+        for (const auto& o : n.outputs)
+          if (const ir::Tensor* t = lowered.graph.find(o); t && t->dtype == ir::DType::kInt8)
+            dispatch.push_back(o);
+    options.dispatch = dispatch;
+    const auto compiled = npukit::compiler::compile(model, options);
+    if (!a.keep_dir.empty()) {
+      program_dir = a.keep_dir;
+    } else {
+      temp = std::make_unique<TempDir>();
+      program_dir = temp->path().string();
+    }
+    npukit::tools::write_program_dir(compiled, program_dir);
+  }
+
+  const auto ctx = npukit::compiler::lower(model, options);
+  npukit::runtime::SessionOptions so;
+  so.warnings = &std::cerr;
+  npukit::runtime::Session session(program_dir, so);
+  const auto& manifest = session.manifest();
+  const TensorMap feeds = load_inputs(a.inputs, manifest.inputs);
+
+  const auto device = session.run(feeds);
+
+  // The reference, image by image as the device runs them, keeping every device tensor.
+  std::set<std::string> wanted;
+  for (const auto& out : manifest.device_outputs) wanted.insert(out.name);
+  for (const auto& l : manifest.layers)
+    for (const auto& o : l.outputs) wanted.insert(o);
+  std::int64_t batch = 1;
+  for (const auto& [name, t] : feeds) batch = t.shape.empty() ? 1 : t.shape[0];
+  TensorMap reference, reference_outputs;
+  for (std::int64_t n = 0; n < batch; ++n) {
+    TensorMap image;
+    for (const auto& [name, t] : feeds) image[name] = image_of(t, n);
+    TensorMap seen;
+    npukit::ref::RunOptions ro;
+    ro.after_node = [&](const ir::Node& node, const TensorMap& values) {
+      for (const auto& o : node.outputs)
+        if (wanted.count(o))
+          if (auto it = values.find(o); it != values.end()) seen[o] = it->second;
+    };
+    TensorMap outs = npukit::ref::run_graph(ctx.graph, image, ro);
+    for (auto& [name, t] : seen) append_image(reference[name], t);
+    for (auto& [name, t] : outs) append_image(reference_outputs[name], t);
+  }
+
+  std::vector<Diff> layers;
+  for (const auto& l : manifest.layers) {
+    for (const auto& o : l.outputs) {
+      Diff d;
+      auto dev = device.device_outputs.find(o);
+      auto ref = reference.find(o);
+      if (dev == device.device_outputs.end()) {
+        d.note = "not dispatched";
+      } else if (ref == reference.end()) {
+        d.note = "the reference graph has no such value";
+        d.compared = true;
+        d.differ = 1;
+      } else if (ref->second.dtype != ir::DType::kInt8) {
+        d.note = fmt::format("{} output (accumulants) not dispatched as int8",
+                             ir::dtype_name(ref->second.dtype));
+      } else {
+        d = diff(dev->second, ref->second);
+      }
+      d.layer = l.name;
+      d.opcode = l.opcode;
+      d.tensor = o;
+      layers.push_back(std::move(d));
+    }
+  }
+  std::vector<Diff> outputs;
+  for (const auto& out : manifest.outputs) {
+    Diff d;
+    auto dev = device.outputs.find(out.name);
+    auto ref = reference_outputs.find(out.name);
+    if (dev == device.outputs.end() || ref == reference_outputs.end()) {
+      d.note = "missing";
+      d.compared = true;
+      d.differ = 1;
+    } else {
+      d = diff(dev->second, ref->second);
+    }
+    d.tensor = out.name;
+    outputs.push_back(std::move(d));
+  }
+
+  const Diff* first_bad = nullptr;
+  for (const auto& d : layers)
+    if (!d.ok()) {
+      first_bad = &d;
+      break;
+    }
+  bool all_ok = first_bad == nullptr;
+  for (const auto& d : outputs) all_ok = all_ok && d.ok();
+  std::int64_t compared = 0;
+  for (const auto& d : layers) compared += d.compared ? 1 : 0;
+
+  if (a.json) {
+    auto to_json = [](const Diff& d) {
+      nlohmann::json j{{"tensor", d.tensor},       {"shape", d.shape},
+                       {"compared", d.compared},   {"elements", d.elements},
+                       {"differ", d.differ},       {"max_abs_diff", d.max_abs_diff},
+                       {"note", d.note}};
+      if (!d.layer.empty()) {
+        j["layer"] = d.layer;
+        j["opcode"] = d.opcode;
+      }
+      if (d.differ > 0 && !d.first_index.empty())
+        j["first_diff"] = {{"index", d.first_index},
+                           {"device", d.first_device},
+                           {"reference", d.first_reference}};
+      return j;
+    };
+    nlohmann::json j;
+    j["model"] = a.model;
+    j["sa_arch"] = manifest.sa_arch;
+    j["batch"] = batch;
+    j["pass"] = all_ok;
+    j["layers_compared"] = compared;
+    j["first_failing_layer"] = first_bad ? nlohmann::json(first_bad->layer) : nlohmann::json();
+    j["layers"] = nlohmann::json::array();
+    for (const auto& d : layers) j["layers"].push_back(to_json(d));
+    j["outputs"] = nlohmann::json::array();
+    for (const auto& d : outputs) j["outputs"].push_back(to_json(d));
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << fmt::format("{} on sa-arch {}, batch {}: device model vs reference executor\n",
+                             a.model, manifest.sa_arch, batch);
+    std::cout << fmt::format("{:<4} {:<36} {:<8} {:<18} {:>9} {:>9} {:>8}\n", "#", "layer",
+                             "opcode", "shape", "values", "differ", "max|d|");
+    int i = 0;
+    for (const auto& d : layers) {
+      ++i;
+      if (!d.compared) {
+        std::cout << fmt::format("{:<4} {:<36} {:<8} {:<18} {:>9} {:>9} {:>8}  ({})\n", i,
+                                 d.layer, d.opcode, "", "-", "-", "-", d.note);
+        continue;
+      }
+      std::cout << fmt::format("{:<4} {:<36} {:<8} {:<18} {:>9} {:>9} {:>8}{}\n", i, d.layer,
+                               d.opcode, ir::shape_string(d.shape), d.elements, d.differ,
+                               d.max_abs_diff, d.ok() ? "" : "  MISMATCH");
+    }
+    for (const auto& d : outputs)
+      std::cout << fmt::format("output {:<44} {:<18} {:>9} {:>9} {:>8}{}\n", d.tensor,
+                               ir::shape_string(d.shape), d.elements, d.differ, d.max_abs_diff,
+                               d.ok() ? "" : "  MISMATCH");
+    if (first_bad) {
+      std::cout << fmt::format("first mismatch: layer '{}' ({}), tensor '{}'", first_bad->layer,
+                               first_bad->opcode, first_bad->tensor);
+      if (!first_bad->first_index.empty())
+        std::cout << fmt::format(" at {}: device {}, reference {}",
+                                 index_string(first_bad->first_index), first_bad->first_device,
+                                 first_bad->first_reference);
+      if (!first_bad->note.empty()) std::cout << " (" << first_bad->note << ")";
+      std::cout << "\n";
+    }
+    std::cout << fmt::format("{}: {} of {} layer outputs compared{}\n",
+                             all_ok ? "PASS" : "FAIL", compared, layers.size(),
+                             all_ok ? ", all bit-exact" : "");
+  }
+  if (!all_ok) npukit::tools::set_exit_status(1);
+}
+
+const npukit::tools::CommandRegistrar kReg{
+    "compare",
+    "Run every device layer on the device model and the reference executor; report differences",
+    [](CLI::App& sub) {
+      auto args = std::make_shared<CompareArgs>();
+      sub.add_option("model", args->model,
+                     "int8 ONNX model, or a directory from `npukit compile` (then also --onnx)")
+          ->required();
+      sub.add_option(
+             "-i,--input", args->inputs,
+             "NAME=FILE input (.npy or ONNX TensorProto .pb); FILE alone for a single input")
+          ->required();
+      sub.add_option("--onnx", args->onnx,
+                     "with a compiled DIR: the ONNX model it was compiled from");
+      sub.add_flag("--json", args->json, "print the per-layer results as JSON");
+      sub.add_option("--keep-program", args->keep_dir,
+                     "write the all-layers-dispatched program here instead of a temporary dir");
+      npukit::tools::add_program_options(sub, args->program);
+      sub.callback([args] { run(*args); });
+    }};
+
+}  // namespace
