@@ -14,13 +14,16 @@ namespace {
 
 void add_check(CLI::App& xs3) {
   auto files = std::make_shared<std::vector<std::string>>();
+  auto scalar = std::make_shared<bool>(false);
   CLI::App* check = xs3.add_subcommand(
       "check", "Run case files and compare with their expected output; exit 0 only if all pass");
   check->add_option("files", *files, "case files (JSON)")->required();
-  check->callback([files] {
+  check->add_flag("--scalar", *scalar, "use the scalar reference kernels, never AVX2");
+  check->callback([files, scalar] {
     std::size_t failed = 0;
+    const auto impl = *scalar ? npukit::xs3::Impl::kScalar : npukit::xs3::Impl::kAuto;
     for (const auto& file : *files) {
-      const auto result = npukit::xs3::check_case(npukit::xs3::load_case(file), file);
+      const auto result = npukit::xs3::check_case(npukit::xs3::load_case(file), file, impl);
       if (result.pass) {
         fmt::print("pass {} ({}, {} outputs)\n", file, result.name, result.compared);
         continue;
@@ -40,12 +43,15 @@ void add_check(CLI::App& xs3) {
 
 void add_run(CLI::App& xs3) {
   auto file = std::make_shared<std::string>();
+  auto scalar = std::make_shared<bool>(false);
   CLI::App* run =
       xs3.add_subcommand("run", "Run a case file and print the computed output as JSON");
   run->add_option("file", *file, "case file (JSON)")->required();
-  run->callback([file] {
+  run->add_flag("--scalar", *scalar, "use the scalar reference kernels, never AVX2");
+  run->callback([file, scalar] {
     const auto c = npukit::xs3::load_case(*file);
-    const auto out = npukit::xs3::run_case(c, *file);
+    const auto out = npukit::xs3::run_case(
+        c, *file, *scalar ? npukit::xs3::Impl::kScalar : npukit::xs3::Impl::kAuto);
     fmt::print("{}\n", npukit::xs3::output_json(c, out).dump());
   });
 }

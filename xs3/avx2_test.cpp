@@ -98,6 +98,29 @@ TEST(Xs3Avx2, Conv2d1x1MatchesScalarOnRandomCases) {
   }
 }
 
+TEST(Xs3Avx2, Conv2dDepthwiseMatchesScalarOnRandomCases) {
+  if (!avx2_available()) GTEST_SKIP() << "CPU has no AVX2";
+  Gen g(41);
+  for (int trial = 0; trial < 200; ++trial) {
+    ConvParams p;
+    p.x = {g.uniform(1, 6), g.uniform(1, 6), g.uniform(1, 40)};
+    p.window = {g.uniform(1, 4),  g.uniform(1, 4), g.uniform(-2, 1),
+                g.uniform(-2, 1), g.uniform(1, 2), g.uniform(1, 2)};
+    p.y = {g.uniform(1, 5), g.uniform(1, 5), p.x.channels};
+    p.zero_point = static_cast<std::int8_t>(g.uniform(-128, 127));
+    p.output.symmetric = trial % 2 == 1;
+    const bool extreme = trial % 4 == 0;
+    const I8 x = g.int8s(p.x.elements(), extreme);
+    const I8 k = g.int8s(
+        std::size_t(p.window.height) * std::size_t(p.window.width) * std::size_t(p.x.channels),
+        extreme);
+    const auto bso = pack_bso(g.channels(p.x.channels, trial % 3 == 0));
+    ASSERT_EQ(conv2d_depthwise(x, k, bso, p, Impl::kAvx2),
+              conv2d_depthwise(x, k, bso, p, Impl::kScalar))
+        << trial;
+  }
+}
+
 TEST(Xs3Avx2, SaturationHeavyDeepChannels) {
   // Deep inputs at the extremes with biases right at the bound: every chunk saturates or
   // un-saturates, the hardest case for the vector saturating add.

@@ -172,7 +172,7 @@ std::vector<std::int64_t> widen(const std::vector<T>& v) {
 
 constexpr std::int64_t kI8Lo = -128, kI8Hi = 127;
 
-CaseOutput run_conv(const Reader& r, const std::string& op) {
+CaseOutput run_conv(const Reader& r, const std::string& op, Impl impl) {
   std::vector<int> xs, ks;
   const auto x = r.tensor<std::int8_t>("x", 3, kI8Lo, kI8Hi, &xs);
   const auto ys = r.shape("y_shape", 3);
@@ -190,7 +190,7 @@ CaseOutput run_conv(const Reader& r, const std::string& op) {
       fail("{}: conv2d_1x1 \"y_shape\" must keep the input's height and width [{}, {}]", r.where(),
            xs[0], xs[1]);
     }
-    out.data = widen(conv2d_1x1(x, image(xs), k, ys[2], bso, r.output()));
+    out.data = widen(conv2d_1x1(x, image(xs), k, ys[2], bso, r.output(), impl));
     return out;
   }
   ConvParams p;
@@ -206,7 +206,7 @@ CaseOutput run_conv(const Reader& r, const std::string& op) {
       fail("{}: conv2d_depthwise \"k.shape\" must be [K_h, K_w, C] = [{}, {}, {}], got {}",
            r.where(), p.window.height, p.window.width, xs[2], json(ks).dump());
     }
-    out.data = widen(conv2d_depthwise(x, k, bso, p));
+    out.data = widen(conv2d_depthwise(x, k, bso, p, impl));
     return out;
   }
   if (ks[0] != ys[2] || ks[1] != p.window.height || ks[3] != xs[2]) {
@@ -228,12 +228,12 @@ CaseOutput run_conv(const Reader& r, const std::string& op) {
       fail("{}: conv2d_deep \"k.shape\"[2] = {} must equal the window width {}", r.where(), ks[2],
            p.window.width);
     }
-    out.data = widen(conv2d_deep(x, k, bso, p));
+    out.data = widen(conv2d_deep(x, k, bso, p, impl));
   }
   return out;
 }
 
-CaseOutput run_fc(const Reader& r, const std::string& op) {
+CaseOutput run_fc(const Reader& r, const std::string& op, Impl impl) {
   std::vector<int> xs, ks;
   const auto x = r.tensor<std::int8_t>("x", 1, kI8Lo, kI8Hi, &xs);
   const auto k = r.tensor<std::int8_t>("k", 2, kI8Lo, kI8Hi, &ks);
@@ -260,7 +260,7 @@ CaseOutput run_fc(const Reader& r, const std::string& op) {
     }
     out.data = widen(fully_connected_16(x, k, ys[0], bso));
   } else {
-    out.data = widen(fully_connected_8(x, k, ys[0], bso, r.output()));
+    out.data = widen(fully_connected_8(x, k, ys[0], bso, r.output(), impl));
   }
   return out;
 }
@@ -294,7 +294,7 @@ CaseOutput run_pool(const Reader& r, const std::string& op) {
 
 }  // namespace
 
-CaseOutput run_case(const json& c, const std::string& where) {
+CaseOutput run_case(const json& c, const std::string& where, Impl impl) {
   const Reader r(c, where);
   const json& op_field = r.field("op");
   if (!op_field.is_string()) fail("{}: \"op\" must be a string", where);
@@ -305,11 +305,11 @@ CaseOutput run_case(const json& c, const std::string& where) {
   try {
     if (op == "conv2d_deep" || op == "conv2d_shallowin" || op == "conv2d_1x1" ||
         op == "conv2d_depthwise") {
-      return run_conv(r, op);
+      return run_conv(r, op, impl);
     }
     if (op == "fully_connected_8" || op == "fully_connected_16" ||
         op == "fc_deepin_shallowout_16" || op == "fc_deepin_shallowout_8") {
-      return run_fc(r, op);
+      return run_fc(r, op, impl);
     }
     if (op == "maxpool2d" || op == "avgpool2d" || op == "avgpool2d_global") return run_pool(r, op);
     if (op == "requantize_16_to_8") {
@@ -331,8 +331,9 @@ CaseOutput run_case(const json& c, const std::string& where) {
   fail("{}: unknown op \"{}\"; known ops: {}", where, op, known);
 }
 
-CheckResult check_case(const json& c, const std::string& where, std::size_t max_reported) {
-  const CaseOutput out = run_case(c, where);
+CheckResult check_case(const json& c, const std::string& where, Impl impl,
+                       std::size_t max_reported) {
+  const CaseOutput out = run_case(c, where, impl);
   const Reader r(c, where);
   const auto expected = r.array<std::int64_t>("expected.data", -32768, 65535);
   CheckResult res;

@@ -33,9 +33,11 @@ TEST(Xs3CaseFiles, EveryFixturePasses) {
   for (const auto& f : files) {
     const json c = load_case(f);
     ops.insert(c["op"].get<std::string>());
-    const CheckResult r = check_case(c, f);
-    EXPECT_TRUE(r.pass) << f << ": " << r.mismatches << " mismatches";
-    EXPECT_GT(r.compared, 0u);
+    for (Impl impl : {Impl::kScalar, Impl::kAuto}) {
+      const CheckResult r = check_case(c, f, impl);
+      EXPECT_TRUE(r.pass) << f << ": " << r.mismatches << " mismatches";
+      EXPECT_GT(r.compared, 0u);
+    }
   }
   // Every kernel has at least one committed case.
   for (const auto& op : case_ops()) EXPECT_TRUE(ops.count(op)) << "no fixture for " << op;

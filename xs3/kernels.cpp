@@ -306,9 +306,39 @@ std::vector<std::int8_t> conv2d_1x1(std::span<const std::int8_t> x, ImageShape x
   return y;
 }
 
+namespace detail {
+void conv2d_depthwise_scalar(std::int8_t* y, const std::int8_t* x, const std::int8_t* k,
+                             std::span<const BsoChannel> channels, const ConvParams& p) {
+  const int ch = p.x.channels;
+  std::vector<std::int32_t> acc(static_cast<std::size_t>(ch));
+  for_each_output(p, [&](int r, int c, std::int64_t row0, std::int64_t col0) {
+    for (int ci = 0; ci < ch; ++ci) acc[std::size_t(ci)] = channels[std::size_t(ci)].bias;
+    // VLMACC: one product per channel lane per tap, saturated each time.
+    for (int i = 0; i < p.window.height; ++i) {
+      for (int j = 0; j < p.window.width; ++j) {
+        const bool in = inside(p.x, row0 + i, col0 + j);
+        const std::int8_t* k_tap =
+            k + (std::size_t(i) * std::size_t(p.window.width) + std::size_t(j)) * std::size_t(ch);
+        for (int ci = 0; ci < ch; ++ci) {
+          const std::int32_t xv =
+              in ? x[pixel_offset(p.x, int(row0 + i), int(col0 + j)) + std::size_t(ci)]
+                 : p.zero_point;
+          acc[std::size_t(ci)] = sat32(std::int64_t{acc[std::size_t(ci)]} + xv * k_tap[ci]);
+        }
+      }
+    }
+    std::int8_t* out = y + pixel_offset(p.y, r, c);
+    for (int ci = 0; ci < ch; ++ci) {
+      out[ci] = bso_output8(acc[std::size_t(ci)], channels[std::size_t(ci)], p.output);
+    }
+  });
+}
+}  // namespace detail
+
 std::vector<std::int8_t> conv2d_depthwise(std::span<const std::int8_t> x,
                                           std::span<const std::int8_t> k,
-                                          std::span<const std::uint16_t> bso, const ConvParams& p) {
+                                          std::span<const std::uint16_t> bso, const ConvParams& p,
+                                          Impl impl) {
   const char* op = "conv2d_depthwise";
   check_conv(p, op);
   const int ch = p.x.channels;
@@ -320,29 +350,11 @@ std::vector<std::int8_t> conv2d_depthwise(std::span<const std::int8_t> x,
              "k [K_h, K_w, C]", op);
   const auto channels = unpack_bso(bso, ch);
   std::vector<std::int8_t> y(p.y.elements());
-  std::vector<std::int32_t> acc(static_cast<std::size_t>(ch));
-  for_each_output(p, [&](int r, int c, std::int64_t row0, std::int64_t col0) {
-    for (int ci = 0; ci < ch; ++ci) acc[std::size_t(ci)] = channels[std::size_t(ci)].bias;
-    // VLMACC: one product per channel lane per tap, saturated each time.
-    for (int i = 0; i < p.window.height; ++i) {
-      for (int j = 0; j < p.window.width; ++j) {
-        const bool in = inside(p.x, row0 + i, col0 + j);
-        const std::int8_t* k_tap =
-            k.data() +
-            (std::size_t(i) * std::size_t(p.window.width) + std::size_t(j)) * std::size_t(ch);
-        for (int ci = 0; ci < ch; ++ci) {
-          const std::int32_t xv =
-              in ? x[pixel_offset(p.x, int(row0 + i), int(col0 + j)) + std::size_t(ci)]
-                 : p.zero_point;
-          acc[std::size_t(ci)] = sat32(std::int64_t{acc[std::size_t(ci)]} + xv * k_tap[ci]);
-        }
-      }
-    }
-    std::int8_t* out = y.data() + pixel_offset(p.y, r, c);
-    for (int ci = 0; ci < ch; ++ci) {
-      out[ci] = bso_output8(acc[std::size_t(ci)], channels[std::size_t(ci)], p.output);
-    }
-  });
+  if (use_avx2(impl, op)) {
+    detail::conv2d_depthwise_avx2(y.data(), x.data(), k.data(), channels, p);
+  } else {
+    detail::conv2d_depthwise_scalar(y.data(), x.data(), k.data(), channels, p);
+  }
   return y;
 }
 

@@ -36,8 +36,8 @@ struct Window {
 };
 
 // Which implementation runs: kAuto picks AVX2 when the CPU has it (only conv2d_deep and
-// fully_connected_8 (and conv2d_1x1 through it) have one), kScalar forces the reference, kAvx2
-// throws without AVX2.
+// fully_connected_8 (and conv2d_1x1 through it) and conv2d_depthwise have one), kScalar forces the
+// reference, kAvx2 throws without AVX2.
 enum class Impl { kAuto, kScalar, kAvx2 };
 bool avx2_available();
 
@@ -69,7 +69,8 @@ std::vector<std::int8_t> conv2d_1x1(std::span<const std::int8_t> x, ImageShape x
 // K [K_h, K_w, C]; y.channels must equal x.channels.
 std::vector<std::int8_t> conv2d_depthwise(std::span<const std::int8_t> x,
                                           std::span<const std::int8_t> k,
-                                          std::span<const std::uint16_t> bso, const ConvParams& p);
+                                          std::span<const std::uint16_t> bso, const ConvParams& p,
+                                          Impl impl = Impl::kAuto);
 
 // W [C_out, C_in], x [C_in]; computes all C_out outputs.
 std::vector<std::int8_t> fully_connected_8(std::span<const std::int8_t> x,
@@ -140,6 +141,10 @@ void fully_connected_8_scalar(std::int8_t* y, const std::int8_t* x, const std::i
                               std::span<const BsoChannel> bso, OutputOptions output);
 void fully_connected_8_avx2(std::int8_t* y, const std::int8_t* x, const std::int8_t* w, int c_in,
                             std::span<const BsoChannel> bso, OutputOptions output);
+void conv2d_depthwise_scalar(std::int8_t* y, const std::int8_t* x, const std::int8_t* k,
+                             std::span<const BsoChannel> bso, const ConvParams& p);
+void conv2d_depthwise_avx2(std::int8_t* y, const std::int8_t* x, const std::int8_t* k,
+                           std::span<const BsoChannel> bso, const ConvParams& p);
 }  // namespace detail
 
 }  // namespace npukit::xs3

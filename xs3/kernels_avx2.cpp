@@ -1,6 +1,6 @@
-// AVX2 versions of conv2d_deep and fully_connected_8. They must equal the scalar reference bit
-// for bit, including per-32-product saturation, so a chunk's 32 products are always summed
-// exactly (int8 -> int16, vpmaddwd) and added to the accumulator with a saturating add.
+// AVX2 versions of conv2d_deep, fully_connected_8 and conv2d_depthwise. They must equal the scalar
+// reference bit for bit, including per-32-product saturation, so a chunk's 32 products are always
+// summed exactly (int8 -> int16, vpmaddwd) and added to the accumulator with a saturating add.
 //
 // When a group of 8 output channels provably cannot saturate (|bias| + 128 * sum|w| <= 2^31-1)
 // the chunk sums are kept in vector lanes and reduced once per output: no partial sum can
@@ -224,6 +224,55 @@ NPUKIT_AVX2 void fully_connected_8_avx2(std::int8_t* y, const std::int8_t* x, co
   }
 }
 
+NPUKIT_AVX2 void conv2d_depthwise_avx2(std::int8_t* y, const std::int8_t* x, const std::int8_t* k,
+                                       std::span<const BsoChannel> bso, const ConvParams& p) {
+  // 8 channels per vector of int32 accumulators; one saturating add per tap, as VLMACC does.
+  const std::size_t ch = std::size_t(p.x.channels);
+  const std::size_t cp = ceil_mod(ch, kGroup);
+  const std::size_t taps = std::size_t(p.window.height) * std::size_t(p.window.width);
+  const std::vector<std::int8_t> xp =
+      pad_rows(x, std::size_t(p.x.height) * std::size_t(p.x.width), ch, cp);
+  const std::vector<std::int8_t> kp = pad_rows(k, taps, ch, cp);
+  std::vector<std::int8_t> pad_pixel(cp, 0);
+  std::fill(pad_pixel.begin(), pad_pixel.begin() + std::ptrdiff_t(ch), p.zero_point);
+  std::vector<std::int32_t> bias(cp, 0);
+  for (std::size_t c = 0; c < ch; ++c) bias[c] = bso[c].bias;
+  std::vector<const std::int8_t*> x_tap(taps);
+  alignas(32) std::int32_t acc_out[kGroup];
+  for (int r = 0; r < p.y.height; ++r) {
+    for (int c = 0; c < p.y.width; ++c) {
+      const std::int64_t row0 = p.window.start_row + std::int64_t{r} * p.window.stride_v;
+      const std::int64_t col0 = p.window.start_col + std::int64_t{c} * p.window.stride_h;
+      for (int i = 0; i < p.window.height; ++i) {
+        for (int j = 0; j < p.window.width; ++j) {
+          const std::int64_t row = row0 + i;
+          const std::int64_t col = col0 + j;
+          const bool in = row >= 0 && col >= 0 && row < p.x.height && col < p.x.width;
+          x_tap[std::size_t(i * p.window.width + j)] =
+              in ? &xp[(std::size_t(row) * std::size_t(p.x.width) + std::size_t(col)) * cp]
+                 : pad_pixel.data();
+        }
+      }
+      std::int8_t* out = y + (std::size_t(r) * std::size_t(p.y.width) + std::size_t(c)) * ch;
+      for (std::size_t b = 0; b < cp; b += kGroup) {
+        __m256i acc = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&bias[b]));
+        for (std::size_t t = 0; t < taps; ++t) {
+          const __m256i xv =
+              _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(x_tap[t] + b)));
+          const __m256i kv = _mm256_cvtepi8_epi32(
+              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(&kp[t * cp + b])));
+          acc = saturating_add(acc, _mm256_mullo_epi32(xv, kv));
+        }
+        _mm256_store_si256(reinterpret_cast<__m256i*>(acc_out), acc);
+        const std::size_t count = std::min<std::size_t>(kGroup, ch - b);
+        for (std::size_t j = 0; j < count; ++j) {
+          out[b + j] = bso_output8(acc_out[j], bso[b + j], p.output);
+        }
+      }
+    }
+  }
+}
+
 #else  // not x86: the dispatcher never calls these without AVX2
 
 void conv2d_deep_avx2(std::int8_t* y, const std::int8_t* x, const std::int8_t* k,
@@ -233,6 +282,10 @@ void conv2d_deep_avx2(std::int8_t* y, const std::int8_t* x, const std::int8_t* k
 void fully_connected_8_avx2(std::int8_t* y, const std::int8_t* x, const std::int8_t* w, int c_in,
                             std::span<const BsoChannel> bso, OutputOptions output) {
   fully_connected_8_scalar(y, x, w, c_in, bso, output);
+}
+void conv2d_depthwise_avx2(std::int8_t* y, const std::int8_t* x, const std::int8_t* k,
+                           std::span<const BsoChannel> bso, const ConvParams& p) {
+  conv2d_depthwise_scalar(y, x, k, bso, p);
 }
 
 #endif

@@ -319,7 +319,9 @@ TEST(Xs3Conv2dDepthwise, SaturatesPerTap) {
   std::fill(k.begin() + 9, k.end(), std::int8_t{-127});
   const std::vector<BsoChannel> ch{probe_with_bias(2147483647 - 100)};
   const auto p = conv_params({1, 18, 1}, {1, 1, 1}, {1, 18, 0, 0, 1, 1});
-  EXPECT_EQ(conv2d_depthwise(x, k, pack_bso(ch), p), (I8{99}));
+  for (Impl impl : {Impl::kScalar, Impl::kAuto}) {
+    EXPECT_EQ(conv2d_depthwise(x, k, pack_bso(ch), p, impl), (I8{99}));
+  }
   // The VPU model's VLMACC agrees.
   VpuAccumulators vpu(VpuMode::k8);
   vpu.set(0, 2147483647 - 100);
