@@ -161,6 +161,9 @@ void infer_average_pool(InferenceContext& ctx) {
       std::int64_t span = in + pads[i] + pads[i + n] - kernel[i];
       out = (ceil_mode ? (span + st - 1) / st : span / st) + 1;
     }
+    if (out < 1) {
+      fail_shape_inference("QLinearAveragePool kernel ", kernel[i], " is larger than input ", in);
+    }
     d = known(out);
   }
   set_output(ctx, elem_type(ctx, 0), s);

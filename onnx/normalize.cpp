@@ -66,11 +66,19 @@ std::optional<QParams> read_qparams(const Graph& g, const std::string& scale,
   if (!s) return std::nullopt;
   QParams p;
   p.scales = ir::to_float_vector(*s);
+  if (p.scales.empty()) fail("scale '{}' is empty", scale);
+  for (float v : p.scales)
+    if (!std::isfinite(v) || v <= 0)
+      fail("scale '{}' holds {}; quantization scales must be finite and positive", scale, v);
   if (!zero_point.empty()) {
     const Tensor* z = constant(g, zero_point);
     if (!z) return std::nullopt;
     p.dtype = z->dtype;
     p.zero_points = ir::to_int64_vector(*z);
+    if (p.zero_points.empty()) fail("zero point '{}' is empty", zero_point);
+    if (p.zero_points.size() != 1 && p.zero_points.size() != p.scales.size())
+      fail("zero point '{}' has {} values for {} scales", zero_point, p.zero_points.size(),
+           p.scales.size());
   }
   return p;
 }

@@ -238,6 +238,26 @@ void for_each_float(const ref::TensorMap& values, const std::vector<std::string>
   }
 }
 
+// Pass 0 measures max |x|; pass 1 fills the |x| histogram over [0, max |x|].
+void accumulate(Stats& s, const std::string& name, const std::string& where, int pass,
+                const float* p, std::size_t n) {
+  if (pass == 0) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!std::isfinite(p[i]))
+        fail(
+            "calibration: tensor '{}' ({}) holds a non-finite value ({}); check the calibration "
+            "data and the model",
+            name, where, p[i]);
+      s.max_abs = std::max(s.max_abs, std::fabs(p[i]));
+    }
+  } else if (s.max_abs > 0) {
+    const double per_unit = static_cast<double>(s.bins.size()) / s.max_abs;
+    const double last = static_cast<double>(s.bins.size() - 1);
+    for (std::size_t i = 0; i < n; ++i)
+      ++s.bins[static_cast<std::size_t>(std::min(last, std::fabs(p[i]) * per_unit))];
+  }
+}
+
 }  // namespace
 
 std::map<std::string, float> calibrate(const Graph& graph,
@@ -257,31 +277,14 @@ std::map<std::string, float> calibrate(const Graph& graph,
     run.after_node = [&](const Node& node, const ref::TensorMap& values) {
       for_each_float(
           values, node.outputs, [&](const std::string& name, const float* p, std::size_t n) {
-            Stats& s = stats[name];
-            if (pass == 0) {
-              for (std::size_t i = 0; i < n; ++i) s.max_abs = std::max(s.max_abs, std::fabs(p[i]));
-            } else if (s.max_abs > 0) {
-              const double scale = static_cast<double>(s.bins.size()) / s.max_abs;
-              const std::size_t last = s.bins.size() - 1;
-              for (std::size_t i = 0; i < n; ++i)
-                ++s.bins[std::min(last, static_cast<std::size_t>(std::fabs(p[i]) * scale))];
-            }
+            accumulate(stats[name], name, "output of node '" + node.name + "'", pass, p, n);
           });
     };
     for (const auto& sample : samples) {
       // Graph inputs are observed directly.
       for_each_float(sample, graph.inputs,
                      [&](const std::string& name, const float* p, std::size_t n) {
-                       Stats& s = stats[name];
-                       if (pass == 0) {
-                         for (std::size_t i = 0; i < n; ++i)
-                           s.max_abs = std::max(s.max_abs, std::fabs(p[i]));
-                       } else if (s.max_abs > 0) {
-                         const double scale = static_cast<double>(s.bins.size()) / s.max_abs;
-                         for (std::size_t i = 0; i < n; ++i)
-                           ++s.bins[std::min(s.bins.size() - 1,
-                                             static_cast<std::size_t>(std::fabs(p[i]) * scale))];
-                       }
+                       accumulate(stats[name], name, "graph input", pass, p, n);
                      });
       ref::run_graph(graph, sample, run);
       if (options.progress) options.progress(++done, total);
@@ -351,7 +354,10 @@ struct QuantizedWeight {
 QuantizedWeight quantize_symmetric(const Tensor& w, const std::string& name) {
   std::vector<float> v = ir::to_float_vector(w);
   float max_abs = 0;
-  for (float x : v) max_abs = std::max(max_abs, std::fabs(x));
+  for (float x : v) {
+    if (!std::isfinite(x)) fail("constant '{}' holds a non-finite value ({})", w.name, x);
+    max_abs = std::max(max_abs, std::fabs(x));
+  }
   float scale = max_abs > 0 ? max_abs / kInt8Max : 1.0f;
   Tensor q = ir::make_tensor(DType::kInt8, w.shape, name);
   for (std::size_t i = 0; i < v.size(); ++i)
@@ -597,7 +603,7 @@ class Rewriter {
     Tensor q = ir::make_tensor(DType::kInt32, b.shape, name + "_quantized");
     for (std::size_t i = 0; i < v.size(); ++i) {
       double r = round_even(v[i] / scale);
-      if (std::fabs(r) > 2147483647.0)
+      if (!std::isfinite(r) || std::fabs(r) > 2147483647.0)
         fail("bias '{}' value {} does not fit int32 at scale {} (input or weight scale too small)",
              name, v[i], scale);
       q.as_mutable<std::int32_t>()[i] = static_cast<std::int32_t>(r);

@@ -251,6 +251,14 @@ TEST(QuantizeErrors, ClearMessages) {
         return std::string();
       }(),
       HasSubstr("minmax, percentile or entropy"));
+  std::vector<ref::TensorMap> nan_sample = {
+      {{"x", ir::make_tensor<float>({1, 4}, {1.0f, NAN, 0.0f, 2.0f}, "x")}}};
+  try {
+    calibrate(relu_graph(), nan_sample, {});
+    ADD_FAILURE() << "NaN accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'x' (graph input) holds a non-finite value"));
+  }
   ir::Graph g = onnxio::load_onnx(kFixtures + "/digits/lenet_digits.onnx");
   EXPECT_THROW(load_calibration_data(kFixtures + "/digits/y_test.npy", g), Error);
   EXPECT_THROW(load_calibration_data(kFixtures + "/models", g), Error);  // no .npy fits? -> shape
