@@ -1,5 +1,5 @@
-// conv2d_deep and fully_connected_8 throughput in int8 MACs per second, scalar reference vs
-// AVX2 (items_per_second is MACs/s). Run: build/xs3/npukit_xs3_bench
+// conv2d_deep, fully_connected_8 and conv2d_depthwise throughput in int8 MACs per second, scalar
+// reference vs AVX2 (items_per_second is MACs/s). Run: build/xs3/npukit_xs3_bench
 #include "xs3/kernels.h"
 
 #include <benchmark/benchmark.h>
@@ -45,6 +45,25 @@ void BM_Conv2dDeep(benchmark::State& state) {
   state.SetLabel(state.range(0) ? "avx2" : "scalar");
 }
 BENCHMARK(BM_Conv2dDeep)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+// 32x32x64 image, 3x3 depthwise with padding 1.
+void BM_Conv2dDepthwise(benchmark::State& state) {
+  if (state.range(0) && !avx2_available()) {
+    state.SkipWithError("no AVX2");
+    return;
+  }
+  ConvParams p;
+  p.x = {32, 32, 64};
+  p.y = {32, 32, 64};
+  p.window = {3, 3, -1, -1, 1, 1};
+  const auto x = random_int8(p.x.elements(), 5);
+  const auto k = random_int8(9u * 64, 6);
+  const auto bso = typical_bso(64);
+  for (auto _ : state) benchmark::DoNotOptimize(conv2d_depthwise(x, k, bso, p, impl_of(state)));
+  state.SetItemsProcessed(state.iterations() * std::int64_t{32 * 32 * 64 * 9});
+  state.SetLabel(state.range(0) ? "avx2" : "scalar");
+}
+BENCHMARK(BM_Conv2dDepthwise)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 // 1024 inputs, 256 outputs.
 void BM_FullyConnected8(benchmark::State& state) {
