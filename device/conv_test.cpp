@@ -370,6 +370,14 @@ TEST(Conv, ChainedLayersFeedEachOther) {
     EXPECT_EQ(unpack_activation(arch, 6, 16, frames[0].payload), ref_conv(c2)) << arch.str();
     ASSERT_EQ(dev.stats().layers.size(), 2u);
     EXPECT_GT(dev.stats().layers[1].timing.cycles, 0u);
+    // Errata of chained layers (14.6): the first conv has KernelItr 3 on 9,4,4 (odd), 2 on 9,8,8;
+    // every chained layer on 16,1,16 is flagged.
+    const Diagnostics& diag = dev.diagnostics();
+    EXPECT_EQ(diag.has_erratum(Erratum::kOddKernelItr9x4x4), arch == isa::kArch9x4x4) << arch.str();
+    EXPECT_EQ(diag.has_erratum(Erratum::kIncomplete16x1x16), arch == isa::kArch16x1x16)
+        << arch.str();
+    for (const Warning& w : diag.warnings())
+      if (!w.erratum.empty()) EXPECT_EQ(w.layer, 2) << w.text();
   }
 }
 
