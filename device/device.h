@@ -12,7 +12,8 @@
 // A malformed program throws npukit::Error from receive_dwp() naming the instruction and field
 // (or the stream offset for framing errors). The run is abandoned, DRAM keeps what was written so
 // far, dispatch frames already emitted stay available, and the decoder is ready for the next
-// packet; bytes that followed the failing packet in the same receive_dwp() call are dropped. Every loop is bounded by sizes that were checked first, so a bad program never hangs.
+// packet; bytes that followed the failing packet in the same receive_dwp() call are dropped. Every
+// loop is bounded by sizes that were checked first, so a bad program never hangs.
 #pragma once
 
 #include "common/bytes.h"
