@@ -2,7 +2,9 @@
 //   node bench/ort/run.mjs MODEL.onnx NAME=IN.npy... [--out DIR] [--opt all|disabled]
 //        [--repeat N] [--threads N] [--batch-axis0]
 // Writes every model output to DIR/<output name>.npy and prints one JSON line:
-//   {"model", "outputs": {name: {"dtype", "shape"}}, "ms": [per-run wall times]}
+//   {"model", "outputs": {name: {"dtype", "shape"}}, "ms": [per-run wall times],
+//    "cpu_ms": [per-run CPU time of this process, user + system]}
+// CPU time is what to compare on a shared, loaded machine (wall time includes waiting for a core).
 // --batch-axis0: the inputs hold a batch along axis 0 for a model exported with batch 1; every
 // image runs on its own (as npukit's runtime does) and outputs are stacked along axis 0. "ms"
 // then holds one wall time per image (of the last repeat).
@@ -93,23 +95,31 @@ function stack(list) {
 }
 
 const ms = [];
+const cpuMs = [];
 let results;
+// Wall and CPU time of one session.run.
+async function timedRun(feedsOne) {
+  const c0 = process.cpuUsage();
+  const t0 = process.hrtime.bigint();
+  const out = await session.run(feedsOne);
+  ms.push(Number(process.hrtime.bigint() - t0) / 1e6);
+  const c = process.cpuUsage(c0);
+  cpuMs.push((c.user + c.system) / 1e3);
+  return out;
+}
 for (let r = 0; r < Math.max(1, repeat); ++r) {
   if (!batchAxis0) {
-    const t0 = process.hrtime.bigint();
-    results = await session.run(feeds);
-    ms.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    results = await timedRun(feeds);
     continue;
   }
   const batch = Object.values(feeds)[0].dims[0];
   const perImage = {};
   ms.length = 0;
+  cpuMs.length = 0;
   for (let n = 0; n < batch; ++n) {
     const one = {};
     for (const [name, t] of Object.entries(feeds)) one[name] = imageOf(t, n);
-    const t0 = process.hrtime.bigint();
-    const out = await session.run(one);
-    ms.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    const out = await timedRun(one);
     for (const [name, t] of Object.entries(out)) (perImage[name] ??= []).push(t);
   }
   results = Object.fromEntries(Object.entries(perImage).map(([k, v]) => [k, stack(v)]));
@@ -122,4 +132,4 @@ for (const [name, t] of Object.entries(results)) {
     writeNpy(path.join(outDir, `${name.replace(/[^A-Za-z0-9_.-]/g, '_')}.npy`), t);
   }
 }
-console.log(JSON.stringify({ model, opt, outputs, ms }));
+console.log(JSON.stringify({ model, opt, outputs, ms, cpu_ms: cpuMs }));
