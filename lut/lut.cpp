@@ -108,7 +108,7 @@ TableIndex sdp_int_linear(std::int64_t x, std::int64_t start, int sel, int entri
   std::uint64_t frac = 0;
   if (sel > 0) {
     const std::uint64_t low = sel >= 32 ? d : (d & ((1ull << sel) - 1));
-    frac = sel <= 35 ? (low << (35 - sel)) : (low >> (sel - 35));
+    frac = sel <= 35 ? (low << (35 - sel)) : (sel - 35 >= 64 ? 0 : low >> (sel - 35));
   }
   return {false, false, int(idx), frac};
 }

@@ -10,12 +10,12 @@
 
 namespace {
 
-struct Run {
+struct CliResult {
   int status;
   std::string out;
 };
 
-Run run(const std::string& args) {
+CliResult run(const std::string& args) {
   const std::string cmd = std::string(NPUKIT_BIN) + " " + args + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   std::string out;
@@ -37,8 +37,8 @@ std::filesystem::path temp_dir() {
 }
 
 TEST(LutCli, CheckPassesFixtures) {
-  const Run r = run("lut check " + fixture("sdp_int_linear_prio_u0_o0_h0.json") + " " +
-                    fixture("cdp_fp16_lrn_exponent.json"));
+  const CliResult r = run("lut check " + fixture("sdp_int_linear_prio_u0_o0_h0.json") + " " +
+                          fixture("cdp_fp16_lrn_exponent.json"));
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("PASS"), std::string::npos);
   EXPECT_NE(r.out.find("2 of 2 case files pass"), std::string::npos);
@@ -51,7 +51,7 @@ TEST(LutCli, CheckReportsFirstMismatchAndFails) {
   j["expected"]["stats"]["hybrid"] = 99;
   const auto path = temp_dir() / "broken.json";
   std::ofstream(path) << j.dump();
-  const Run r = run("lut check " + path.string());
+  const CliResult r = run("lut check " + path.string());
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_NE(r.out.find("FAIL"), std::string::npos);
   EXPECT_NE(r.out.find("outputs[3] (input -999): got 6, expected 7"), std::string::npos) << r.out;
@@ -62,30 +62,30 @@ TEST(LutCli, CheckNamesMalformedInput) {
   const auto path = temp_dir() / "bad.json";
   std::ofstream(path)
       << R"({"unit":"cdp","precision":"int8","writes":[["S_LUT_LE_START",1]],"inputs":[]})";
-  const Run r = run("lut check " + path.string());
+  const CliResult r = run("lut check " + path.string());
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("writes[0]"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("S_LUT_LE_START_LOW"), std::string::npos) << r.out;  // suggests names
-  const Run missing = run("lut check /nonexistent/case.json");
+  const CliResult missing = run("lut check /nonexistent/case.json");
   EXPECT_EQ(missing.status, 1);
   EXPECT_NE(missing.out.find("cannot open"), std::string::npos);
 }
 
 TEST(LutCli, WritePastEndIsAnErrorUnlessExpected) {
-  const Run ok = run("lut check " + fixture("sdp_int_write_past_end.json"));
+  const CliResult ok = run("lut check " + fixture("sdp_int_write_past_end.json"));
   EXPECT_EQ(ok.status, 0) << ok.out;
   std::ifstream in(fixture("sdp_int_write_past_end.json"));
   nlohmann::json j = nlohmann::json::parse(in);
   j["expected"].erase("errors");
   const auto path = temp_dir() / "past_end.json";
   std::ofstream(path) << j.dump();
-  const Run r = run("lut check " + path.string());
+  const CliResult r = run("lut check " + path.string());
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("write_past_end"), std::string::npos) << r.out;
 }
 
 TEST(LutCli, EvalPrintsTheSameShape) {
-  const Run r = run("lut eval " + fixture("sdp_int_exponent_off2.json"));
+  const CliResult r = run("lut eval " + fixture("sdp_int_exponent_off2.json"));
   ASSERT_EQ(r.status, 0) << r.out;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   std::ifstream in(fixture("sdp_int_exponent_off2.json"));
@@ -100,20 +100,20 @@ TEST(LutCli, DesignWritesCaseHeaderAndPlot) {
   const auto dir = temp_dir();
   const std::string c = (dir / "sig.json").string(), h = (dir / "sig.h").string(),
                     p = (dir / "sig.svg").string();
-  const Run r = run("lut design --fn sigmoid --unit sdp --precision fp16 --range -8:8 -o " + c +
-                    " --header " + h + " --plot " + p);
+  const CliResult r = run("lut design --fn sigmoid --unit sdp --precision fp16 --range -8:8 -o " +
+                          c + " --header " + h + " --plot " + p);
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("nvdla/sw"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("lower"), std::string::npos);
   EXPECT_TRUE(std::filesystem::exists(h));
   EXPECT_TRUE(std::filesystem::exists(p));
-  const Run check = run("lut check " + c);
+  const CliResult check = run("lut check " + c);
   EXPECT_EQ(check.status, 0) << check.out;
 }
 
 TEST(LutCli, DesignRejectsBadOptions) {
   EXPECT_EQ(run("lut design --fn nope").status, 1);
-  const Run r = run("lut design --fn tanh --range 4:-4");
+  const CliResult r = run("lut design --fn tanh --range 4:-4");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("--range"), std::string::npos) << r.out;
   EXPECT_EQ(run("lut design --fn tanh --unit cdp --precision int").status, 1);
