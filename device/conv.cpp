@@ -267,6 +267,51 @@ void accumulate_tap(std::int32_t* acc, const std::int16_t* plane, const ConvGeom
   }
 }
 
+// All taps of one connection at once for the common kernel sizes: the 9 (or 1, 4) products of a
+// pixel are summed in a register before touching the accumulator, which the compiler vectorises
+// over output pixels.
+template <int KH, int KW>
+void accumulate_connection_fixed(std::int32_t* acc, const std::int16_t* plane,
+                                 const ConvGeometry& g, const std::int8_t* taps) {
+  std::int32_t w[KH * KW];
+  for (int t = 0; t < KH * KW; ++t) w[t] = taps[t];
+  const std::uint64_t s = g.stride;
+  for (std::uint64_t oh = 0; oh < g.oh; ++oh) {
+    const std::int16_t* rows[KH];
+    for (int i = 0; i < KH; ++i)
+      rows[i] = plane + (oh * s + static_cast<std::uint64_t>(i)) * g.padded_w;
+    std::int32_t* a = acc + oh * g.ow;
+    if (s == 1) {
+      for (std::uint64_t ow = 0; ow < g.ow; ++ow) {
+        std::int32_t sum = 0;
+        for (int i = 0; i < KH; ++i)
+          for (int j = 0; j < KW; ++j)
+            sum += w[i * KW + j] * rows[i][ow + static_cast<std::uint64_t>(j)];
+        a[ow] += sum;
+      }
+    } else {
+      for (std::uint64_t ow = 0; ow < g.ow; ++ow) {
+        std::int32_t sum = 0;
+        for (int i = 0; i < KH; ++i)
+          for (int j = 0; j < KW; ++j)
+            sum += w[i * KW + j] * rows[i][ow * s + static_cast<std::uint64_t>(j)];
+        a[ow] += sum;
+      }
+    }
+  }
+}
+
+void accumulate_connection(std::int32_t* acc, const std::int16_t* plane, const ConvGeometry& g,
+                           const std::int8_t* taps) {
+  if (g.kh == 3 && g.kw == 3) return accumulate_connection_fixed<3, 3>(acc, plane, g, taps);
+  if (g.kh == 1 && g.kw == 1) return accumulate_connection_fixed<1, 1>(acc, plane, g, taps);
+  if (g.kh == 2 && g.kw == 2) return accumulate_connection_fixed<2, 2>(acc, plane, g, taps);
+  for (std::uint64_t t = 0; t < g.kh * g.kw; ++t) {
+    if (taps[t] == 0) continue;
+    accumulate_tap(acc, plane, g, t / g.kw, t % g.kw, taps[t]);
+  }
+}
+
 void check_errata(const LayerContext& ctx, const ConvGeometry& g, const Mapping& map) {
   if (map.mode != ConvMode::kRegular && map.mode != ConvMode::kChannelDuplicate) return;
   if (g.kh == 3 && g.kw == 3 && g.stride == 1 && 2 * g.ih >= 3 * g.iw)
@@ -416,10 +461,7 @@ BlockTiming run_conv(LayerContext& ctx) {
         std::fill(own.begin(), own.end(), 0);
         target = own.data();
       }
-      for (std::uint64_t t = 0; t < g.kh * g.kw; ++t) {
-        if (conn.taps[t] == 0) continue;
-        accumulate_tap(target, plane, g, t / g.kw, t % g.kw, conn.taps[t]);
-      }
+      accumulate_connection(target, plane, g, conn.taps.data());
       if (before_last_group) {
         std::int32_t* part = partial.data();
         const std::uint64_t j = k - last_kern_first;
