@@ -141,7 +141,7 @@ struct Diff {
   double first_device = 0, first_reference = 0;
   std::string note;  // why a tensor was not compared
   bool compared = false;
-  bool ok() const { return !compared || differ == 0; }
+  bool ok() const { return !compared || differ == 0; }  // differ -1: could not be compared
 };
 
 Diff diff(const ir::Tensor& device, const ir::Tensor& reference) {
@@ -244,17 +244,29 @@ void run(const CompareArgs& a) {
   std::int64_t batch = 1;
   for (const auto& [name, t] : feeds) batch = t.shape.empty() ? 1 : t.shape[0];
   TensorMap reference, reference_outputs;
-  for (std::int64_t n = 0; n < batch; ++n) {
+  // When the reference executor cannot run a node, the layers before it are still compared and
+  // the failure is reported at that node (its layer, when it is a device layer).
+  std::string reference_error, reference_failed_node;
+  for (std::int64_t n = 0; n < batch && reference_error.empty(); ++n) {
     TensorMap image;
     for (const auto& [name, t] : feeds) image[name] = image_of(t, n);
     TensorMap seen;
+    std::size_t done = 0;
     npukit::ref::RunOptions ro;
     ro.after_node = [&](const ir::Node& node, const TensorMap& values) {
+      ++done;
       for (const auto& o : node.outputs)
         if (wanted.count(o))
           if (auto it = values.find(o); it != values.end()) seen[o] = it->second;
     };
-    TensorMap outs = npukit::ref::run_graph(ctx.graph, image, ro);
+    TensorMap outs;
+    try {
+      outs = npukit::ref::run_graph(ctx.graph, image, ro);
+    } catch (const npukit::Error& e) {
+      reference_error = e.what();
+      if (done < ctx.graph.nodes.size()) reference_failed_node = ctx.graph.nodes[done].name;
+      if (n > 0) break;  // keep only complete batches
+    }
     for (auto& [name, t] : seen) append_image(reference[name], t);
     for (auto& [name, t] : outs) append_image(reference_outputs[name], t);
   }
@@ -265,7 +277,11 @@ void run(const CompareArgs& a) {
       Diff d;
       auto dev = device.device_outputs.find(o);
       auto ref = reference.find(o);
-      if (dev == device.device_outputs.end()) {
+      if (!reference_error.empty() && (l.name == reference_failed_node || ref == reference.end())) {
+        d.note = "the reference executor did not compute it: " + reference_error;
+        d.compared = true;
+        d.differ = -1;  // unknown
+      } else if (dev == device.device_outputs.end()) {
         d.note = "not dispatched";
       } else if (ref == reference.end()) {
         d.note = "the reference graph has no such value";
@@ -289,7 +305,7 @@ void run(const CompareArgs& a) {
     auto dev = device.outputs.find(out.name);
     auto ref = reference_outputs.find(out.name);
     if (dev == device.outputs.end() || ref == reference_outputs.end()) {
-      d.note = "missing";
+      d.note = reference_error.empty() ? "missing" : "the reference executor stopped";
       d.compared = true;
       d.differ = 1;
     } else {
@@ -308,22 +324,21 @@ void run(const CompareArgs& a) {
   bool all_ok = first_bad == nullptr;
   for (const auto& d : outputs) all_ok = all_ok && d.ok();
   std::int64_t compared = 0;
-  for (const auto& d : layers) compared += d.compared ? 1 : 0;
+  for (const auto& d : layers) compared += d.compared && d.differ >= 0 ? 1 : 0;
 
   if (a.json) {
     auto to_json = [](const Diff& d) {
-      nlohmann::json j{{"tensor", d.tensor},       {"shape", d.shape},
-                       {"compared", d.compared},   {"elements", d.elements},
-                       {"differ", d.differ},       {"max_abs_diff", d.max_abs_diff},
+      nlohmann::json j{{"tensor", d.tensor},     {"shape", d.shape},
+                       {"compared", d.compared}, {"elements", d.elements},
+                       {"differ", d.differ},     {"max_abs_diff", d.max_abs_diff},
                        {"note", d.note}};
       if (!d.layer.empty()) {
         j["layer"] = d.layer;
         j["opcode"] = d.opcode;
       }
       if (d.differ > 0 && !d.first_index.empty())
-        j["first_diff"] = {{"index", d.first_index},
-                           {"device", d.first_device},
-                           {"reference", d.first_reference}};
+        j["first_diff"] = {
+            {"index", d.first_index}, {"device", d.first_device}, {"reference", d.first_reference}};
       return j;
     };
     nlohmann::json j;
@@ -333,6 +348,7 @@ void run(const CompareArgs& a) {
     j["pass"] = all_ok;
     j["layers_compared"] = compared;
     j["first_failing_layer"] = first_bad ? nlohmann::json(first_bad->layer) : nlohmann::json();
+    if (!reference_error.empty()) j["reference_error"] = reference_error;
     j["layers"] = nlohmann::json::array();
     for (const auto& d : layers) j["layers"].push_back(to_json(d));
     j["outputs"] = nlohmann::json::array();
@@ -347,8 +363,13 @@ void run(const CompareArgs& a) {
     for (const auto& d : layers) {
       ++i;
       if (!d.compared) {
-        std::cout << fmt::format("{:<4} {:<36} {:<8} {:<18} {:>9} {:>9} {:>8}  ({})\n", i,
-                                 d.layer, d.opcode, "", "-", "-", "-", d.note);
+        std::cout << fmt::format("{:<4} {:<36} {:<8} {:<18} {:>9} {:>9} {:>8}  ({})\n", i, d.layer,
+                                 d.opcode, "", "-", "-", "-", d.note);
+        continue;
+      }
+      if (d.differ < 0) {
+        std::cout << fmt::format("{:<4} {:<36} {:<8} {:<18} {:>9} {:>9} {:>8}  NOT COMPARED\n", i,
+                                 d.layer, d.opcode, "", "?", "?", "?");
         continue;
       }
       std::cout << fmt::format("{:<4} {:<36} {:<8} {:<18} {:>9} {:>9} {:>8}{}\n", i, d.layer,
@@ -360,7 +381,8 @@ void run(const CompareArgs& a) {
                                ir::shape_string(d.shape), d.elements, d.differ, d.max_abs_diff,
                                d.ok() ? "" : "  MISMATCH");
     if (first_bad) {
-      std::cout << fmt::format("first mismatch: layer '{}' ({}), tensor '{}'", first_bad->layer,
+      std::cout << fmt::format("first {}: layer '{}' ({}), tensor '{}'",
+                               first_bad->differ < 0 ? "failure" : "mismatch", first_bad->layer,
                                first_bad->opcode, first_bad->tensor);
       if (!first_bad->first_index.empty())
         std::cout << fmt::format(" at {}: device {}, reference {}",
@@ -369,9 +391,8 @@ void run(const CompareArgs& a) {
       if (!first_bad->note.empty()) std::cout << " (" << first_bad->note << ")";
       std::cout << "\n";
     }
-    std::cout << fmt::format("{}: {} of {} layer outputs compared{}\n",
-                             all_ok ? "PASS" : "FAIL", compared, layers.size(),
-                             all_ok ? ", all bit-exact" : "");
+    std::cout << fmt::format("{}: {} of {} layer outputs compared{}\n", all_ok ? "PASS" : "FAIL",
+                             compared, layers.size(), all_ok ? ", all bit-exact" : "");
   }
   if (!all_ok) npukit::tools::set_exit_status(1);
 }

@@ -117,9 +117,43 @@ def main():
                      f"{r.get('compared', '-')}/{r.get('layers', '-')} | {r.get('values', '-')} | {detail} |")
     md = "\n".join(lines) + "\n"
     with open(os.path.join(common.OUT, "compare.md"), "w") as f:
-        f.write(md)
+        f.write(md + "\n" + summary_table(results))
     print(md)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and len(sys.argv) == 1:
     main()
+
+
+def summary_table(results):
+    """One row per model, one column per array shape (docs/evidence.md)."""
+    models = []
+    for r in results:
+        if r["model"] not in models:
+            models.append(r["model"])
+    lines = ["| model | " + " | ".join(ARCHS) + " | layers compared (9,8,8) | values compared (9,8,8) |",
+             "|---|" + "---|" * len(ARCHS) + "---|---|"]
+    for m in models:
+        cells, layers, values = [], "-", "-"
+        for arch in ARCHS:
+            r = next(x for x in results if x["model"] == m and x["arch"] == arch)
+            if r["status"] == "pass":
+                cell = "pass" + (" (errata allowed)" if r.get("allow_errata") else "")
+            elif r["status"] == "FAIL":
+                b = r["first_failing_layer"]
+                cell = f"FAIL at `{b['layer']}`" + (" (errata allowed)" if r.get("allow_errata") else "")
+                if b["differ"] < 0:
+                    cell += ": reference executor error"
+                else:
+                    cell += f": {b['differ']}/{b['elements']} differ, max {b['max_abs_diff']:g}"
+            else:
+                cell = "error: " + r["error"].replace("npukit compare: error: ", "")[:60] + "..."
+            cells.append(cell)
+            if arch == "9,8,8" and "compared" in r:
+                layers, values = f"{r['compared']}/{r['layers']}", str(r["values"])
+        lines.append(f"| {m} | " + " | ".join(cells) + f" | {layers} | {values} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--summary":
+    print(summary_table(json.load(open(os.path.join(common.OUT, "compare.json")))))
