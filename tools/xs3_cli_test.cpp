@@ -48,12 +48,14 @@ TEST(Xs3Cli, CheckAllFixturesPasses) {
       ++count;
     }
   }
-  const Result r = run("xs3 check" + files);
-  EXPECT_EQ(r.status, 0) << r.out;
-  EXPECT_NE(
-      r.out.find(std::to_string(count) + " of " + std::to_string(count) + " case files passed"),
-      std::string::npos)
-      << r.out;
+  for (const std::string flag : {"", " --scalar"}) {
+    const Result r = run("xs3 check" + flag + files);
+    EXPECT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(
+        r.out.find(std::to_string(count) + " of " + std::to_string(count) + " case files passed"),
+        std::string::npos)
+        << flag << r.out;
+  }
 }
 
 TEST(Xs3Cli, CheckReportsFirstMismatchesAndFails) {
