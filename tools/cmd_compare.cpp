@@ -172,6 +172,11 @@ Diff diff(const ir::Tensor& device, const ir::Tensor& reference) {
   return d;
 }
 
+bool manifest_has_input(const npukit::isa::Manifest& m, const std::string& name) {
+  return std::any_of(m.device_inputs.begin(), m.device_inputs.end(),
+                     [&](const auto& t) { return t.name == name; });
+}
+
 std::string index_string(const std::vector<std::int64_t>& idx) {
   std::string s = "[";
   for (std::size_t i = 0; i < idx.size(); ++i) s += (i ? ", " : "") + std::to_string(idx[i]);
@@ -239,6 +244,7 @@ void run(const CompareArgs& a) {
   // The reference, image by image as the device runs them, keeping every device tensor.
   std::set<std::string> wanted;
   for (const auto& out : manifest.device_outputs) wanted.insert(out.name);
+  for (const auto& in : manifest.device_inputs) wanted.insert(in.name);
   for (const auto& l : manifest.layers)
     for (const auto& o : l.outputs) wanted.insert(o);
   std::int64_t batch = 1;
@@ -315,6 +321,52 @@ void run(const CompareArgs& a) {
     outputs.push_back(std::move(d));
   }
 
+  // Each device layer alone: the reference runs just that node from the device's own values of
+  // its inputs, so a layer is checked even when an earlier one differs or the reference cannot
+  // run an earlier node (the chained comparison above stops being informative there).
+  std::vector<Diff> alone(layers.size());
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    Diff& d = alone[i];
+    const auto node_it = std::find_if(ctx.graph.nodes.begin(), ctx.graph.nodes.end(),
+                                      [&](const ir::Node& n) { return n.name == layers[i].layer; });
+    auto dev_out = device.device_outputs.find(layers[i].tensor);
+    if (node_it == ctx.graph.nodes.end() || dev_out == device.device_outputs.end()) {
+      d.note = "not dispatched";
+      continue;
+    }
+    TensorMap layer_feeds;
+    std::string missing;
+    for (const auto& in : node_it->inputs) {
+      if (in.empty()) continue;
+      if (const ir::Tensor* t = ctx.graph.find(in); t && t->is_constant()) continue;
+      if (auto it = device.device_outputs.find(in); it != device.device_outputs.end())
+        layer_feeds[in] = it->second;
+      else if (auto r = reference.find(in); r != reference.end() &&
+                                            r->second.dtype == ir::DType::kInt8 &&
+                                            manifest_has_input(manifest, in))
+        layer_feeds[in] = r->second;
+      else
+        missing = in;
+    }
+    if (!missing.empty()) {
+      d.note = fmt::format("input '{}' is not dispatched (int32 accumulants)", missing);
+      continue;
+    }
+    try {
+      const ir::Graph one = npukit::compiler::extract_subgraph(ctx.graph, {node_it->name},
+                                                               {layers[i].tensor}, "layer");
+      ir::Tensor out;  // image by image, as the graph declares batch 1
+      for (std::int64_t n = 0; n < batch; ++n) {
+        TensorMap image;
+        for (const auto& [name, t] : layer_feeds) image[name] = image_of(t, n);
+        append_image(out, npukit::ref::run_graph(one, image).at(layers[i].tensor));
+      }
+      d = diff(dev_out->second, out);
+    } catch (const npukit::Error& e) {
+      d.note = std::string("the reference executor cannot run it alone: ") + e.what();
+    }
+  }
+
   const Diff* first_bad = nullptr;
   for (const auto& d : layers)
     if (!d.ok()) {
@@ -323,6 +375,13 @@ void run(const CompareArgs& a) {
     }
   bool all_ok = first_bad == nullptr;
   for (const auto& d : outputs) all_ok = all_ok && d.ok();
+  const Diff* first_bad_alone = nullptr;
+  std::int64_t compared_alone = 0;
+  for (std::size_t i = 0; i < alone.size(); ++i) {
+    compared_alone += alone[i].compared ? 1 : 0;
+    if (!alone[i].ok() && !first_bad_alone) first_bad_alone = &layers[i];
+  }
+  all_ok = all_ok && first_bad_alone == nullptr;
   std::int64_t compared = 0;
   for (const auto& d : layers) compared += d.compared && d.differ >= 0 ? 1 : 0;
 
@@ -349,32 +408,44 @@ void run(const CompareArgs& a) {
     j["layers_compared"] = compared;
     j["first_failing_layer"] = first_bad ? nlohmann::json(first_bad->layer) : nlohmann::json();
     if (!reference_error.empty()) j["reference_error"] = reference_error;
+    j["layers_compared_alone"] = compared_alone;
+    j["first_failing_layer_alone"] =
+        first_bad_alone ? nlohmann::json(first_bad_alone->layer) : nlohmann::json();
     j["layers"] = nlohmann::json::array();
-    for (const auto& d : layers) j["layers"].push_back(to_json(d));
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      auto lj = to_json(layers[i]);
+      lj["alone"] = to_json(alone[i]);
+      j["layers"].push_back(lj);
+    }
     j["outputs"] = nlohmann::json::array();
     for (const auto& d : outputs) j["outputs"].push_back(to_json(d));
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << fmt::format("{} on sa-arch {}, batch {}: device model vs reference executor\n",
                              a.model, manifest.sa_arch, batch);
-    std::cout << fmt::format("{:<4} {:<36} {:<8} {:<18} {:>9} {:>9} {:>8}\n", "#", "layer",
-                             "opcode", "shape", "values", "differ", "max|d|");
-    int i = 0;
-    for (const auto& d : layers) {
-      ++i;
+    // "alone": values differing when the reference runs the layer by itself from the device's
+    // own inputs ("-" when that is not possible).
+    std::cout << fmt::format("{:<4} {:<36} {:<8} {:<18} {:>9} {:>9} {:>8} {:>7}\n", "#", "layer",
+                             "opcode", "shape", "values", "differ", "max|d|", "alone");
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const Diff& d = layers[i];
+      const std::string a1 = alone[i].compared ? std::to_string(alone[i].differ) : "-";
+      const bool bad = !d.ok() || !alone[i].ok();
       if (!d.compared) {
-        std::cout << fmt::format("{:<4} {:<36} {:<8} {:<18} {:>9} {:>9} {:>8}  ({})\n", i, d.layer,
-                                 d.opcode, "", "-", "-", "-", d.note);
-        continue;
+        std::cout << fmt::format("{:<4} {:<36} {:<8} {:<18} {:>9} {:>9} {:>8} {:>7}{}  ({})\n",
+                                 i + 1, d.layer, d.opcode, "", "-", "-", "-", a1,
+                                 bad ? "  MISMATCH" : "", d.note);
+      } else if (d.differ < 0) {
+        std::cout << fmt::format("{:<4} {:<36} {:<8} {:<18} {:>9} {:>9} {:>8} {:>7}  {}\n", i + 1,
+                                 d.layer, d.opcode, "", "?", "?", "?", a1,
+                                 bad && alone[i].compared && !alone[i].ok()
+                                     ? "MISMATCH (alone)"
+                                     : "NOT COMPARED in the chain");
+      } else {
+        std::cout << fmt::format("{:<4} {:<36} {:<8} {:<18} {:>9} {:>9} {:>8} {:>7}{}\n", i + 1,
+                                 d.layer, d.opcode, ir::shape_string(d.shape), d.elements, d.differ,
+                                 d.max_abs_diff, a1, bad ? "  MISMATCH" : "");
       }
-      if (d.differ < 0) {
-        std::cout << fmt::format("{:<4} {:<36} {:<8} {:<18} {:>9} {:>9} {:>8}  NOT COMPARED\n", i,
-                                 d.layer, d.opcode, "", "?", "?", "?");
-        continue;
-      }
-      std::cout << fmt::format("{:<4} {:<36} {:<8} {:<18} {:>9} {:>9} {:>8}{}\n", i, d.layer,
-                               d.opcode, ir::shape_string(d.shape), d.elements, d.differ,
-                               d.max_abs_diff, d.ok() ? "" : "  MISMATCH");
     }
     for (const auto& d : outputs)
       std::cout << fmt::format("output {:<44} {:<18} {:>9} {:>9} {:>8}{}\n", d.tensor,
@@ -391,8 +462,12 @@ void run(const CompareArgs& a) {
       if (!first_bad->note.empty()) std::cout << " (" << first_bad->note << ")";
       std::cout << "\n";
     }
-    std::cout << fmt::format("{}: {} of {} layer outputs compared{}\n", all_ok ? "PASS" : "FAIL",
-                             compared, layers.size(), all_ok ? ", all bit-exact" : "");
+    if (first_bad_alone)
+      std::cout << fmt::format("first mismatch of a layer run alone: '{}' ({})\n",
+                               first_bad_alone->layer, first_bad_alone->opcode);
+    std::cout << fmt::format("{}: {} of {} layer outputs compared ({} alone){}\n",
+                             all_ok ? "PASS" : "FAIL", compared, layers.size(), compared_alone,
+                             all_ok ? ", all bit-exact" : "");
   }
   if (!all_ok) npukit::tools::set_exit_status(1);
 }

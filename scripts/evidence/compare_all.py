@@ -66,6 +66,13 @@ def compare(model, inputs, arch, allow_errata=False):
     r = {"allow_errata": allow_errata,"status": "pass" if j["pass"] else "FAIL", "layers": len(j["layers"]),
          "compared": j["layers_compared"], "values": sum(l["elements"] for l in j["layers"]),
          "batch": j["batch"]}
+    # Layers run alone on the reference from the device's own inputs (still informative after a
+    # layer the reference cannot run in the chain).
+    alone = [l["alone"] for l in j["layers"] if l.get("alone", {}).get("compared")]
+    r["compared_alone"] = len(alone)
+    r["alone_values"] = sum(a["elements"] for a in alone)
+    r["alone_differ"] = sum(a["differ"] for a in alone)
+    r["first_failing_layer_alone"] = j.get("first_failing_layer_alone")
     bad = [l for l in j["layers"] if l["compared"] and l["differ"]]
     if bad:
         b = bad[0]
@@ -121,8 +128,6 @@ def main():
     print(md)
 
 
-if __name__ == "__main__" and len(sys.argv) == 1:
-    main()
 
 
 def summary_table(results):
@@ -146,6 +151,9 @@ def summary_table(results):
                     cell += ": reference executor error"
                 else:
                     cell += f": {b['differ']}/{b['elements']} differ, max {b['max_abs_diff']:g}"
+                if "compared_alone" in r:
+                    cell += (f"; run alone: {r['compared_alone']}/{r['layers']} layers, "
+                             f"{r['alone_differ']} of {r['alone_values']} values differ")
             else:
                 cell = "error: " + r["error"].replace("npukit compare: error: ", "")[:60] + "..."
             cells.append(cell)
@@ -155,5 +163,8 @@ def summary_table(results):
     return "\n".join(lines) + "\n"
 
 
-if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "--summary":
-    print(summary_table(json.load(open(os.path.join(common.OUT, "compare.json")))))
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--summary"]:  # the table again from OUT/compare.json
+        print(summary_table(json.load(open(os.path.join(common.OUT, "compare.json")))))
+    else:
+        main()
