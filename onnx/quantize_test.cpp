@@ -240,6 +240,29 @@ TEST(QuantizeModels, EveryTestModelQuantizesAndStaysCloseToFloat) {
   }
 }
 
+TEST(QuantizeModels, OpsWithoutAnInt8FormStayFloatBetweenDequantizeAndQuantize) {
+  // x -> Relu -> Softmax -> Relu -> y: Softmax has no native int8 form.
+  ir::Graph g = relu_graph();
+  g.nodes[0].outputs = {"r"};
+  g.tensors["r"] = ir::Tensor{"r", ir::DType::kFloat32, {1, 4}, {}};
+  g.tensors["s"] = ir::Tensor{"s", ir::DType::kFloat32, {1, 4}, {}};
+  g.nodes.push_back(ir::Node{"softmax", "Softmax", "", {"r"}, {"s"}, {}});
+  g.nodes.push_back(ir::Node{"relu2", "Relu", "", {"s"}, {"y"}, {}});
+  QuantizeSummary summary;
+  ir::Graph q = quantize(g, relu_samples(), QuantizeOptions{}, &summary);
+  std::vector<std::string> ops;
+  for (const auto& n : q.nodes) ops.push_back(n.op_type);
+  EXPECT_EQ(ops, (std::vector<std::string>{"QuantizeLinear", "Relu", "DequantizeLinear", "Softmax",
+                                           "QuantizeLinear", "Relu", "DequantizeLinear"}));
+  ASSERT_EQ(summary.float_nodes.size(), 1u);
+  EXPECT_THAT(summary.float_nodes[0], HasSubstr("softmax (Softmax)"));
+  EXPECT_EQ(q.nodes[3].inputs, std::vector<std::string>{"r"});  // the float value keeps its name
+  std::vector<float> want = run_float(g, relu_samples()[0]);
+  std::vector<float> got = run_float(q, relu_samples()[0]);
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 0.01f);
+  EXPECT_NO_THROW(onnxio::load_onnx_bytes(onnxio::save_onnx_bytes(q), "mixed"));
+}
+
 TEST(QuantizeErrors, ClearMessages) {
   EXPECT_THAT(
       [] {
