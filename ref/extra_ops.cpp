@@ -165,8 +165,8 @@ Outputs split(const ir::Node& node, const OpInputs& in) {
     shape[axis] = size;
     Tensor t = ir::make_tensor(x.dtype, shape);
     for (std::int64_t o = 0; o < outer; ++o)
-      std::memcpy(t.data.data() + o * size * inner,
-                  x.data.data() + (o * x.shape[axis] + offset) * inner, size * inner);
+      copy_bytes(t.data.data() + o * size * inner,
+                 x.data.data() + (o * x.shape[axis] + offset) * inner, size * inner);
     offset += size;
     outs.push_back(std::move(t));
   }
@@ -196,13 +196,13 @@ Outputs pad(const ir::Node& node, const OpInputs& in) {
   if (const Tensor* v = in.optional(2)) {
     if (v->dtype != x.dtype || v->data.size() < size)
       fail("constant_value must be a scalar of the data type");
-    std::memcpy(fill.data(), v->data.data(), size);
+    copy_bytes(fill.data(), v->data.data(), size);
   } else if (node.has("value")) {
     const float value = node.get_float("value", 0);
     dispatch_numeric(x.dtype, [&](auto tag) {
       using T = decltype(tag);
       T v = static_cast<T>(value);
-      std::memcpy(fill.data(), &v, size);
+      copy_bytes(fill.data(), &v, size);
     });
   }
   const auto strides = row_major_strides(x.shape);
@@ -213,7 +213,7 @@ Outputs pad(const ir::Node& node, const OpInputs& in) {
       const std::int64_t n = x.shape[d];
       if (s < 0 || s >= n) {
         if (mode == "constant")
-          return std::memcpy(out.data.data() + i * size, fill.data(), size), void();
+          return copy_bytes(out.data.data() + i * size, fill.data(), size), void();
         if (mode == "edge")
           s = std::clamp<std::int64_t>(s, 0, n - 1);
         else {  // reflect, mirrored without repeating the edge
@@ -228,7 +228,7 @@ Outputs pad(const ir::Node& node, const OpInputs& in) {
       }
       src += s * strides[d];
     }
-    std::memcpy(out.data.data() + i * size, x.data.data() + src * size, size);
+    copy_bytes(out.data.data() + i * size, x.data.data() + src * size, size);
   });
   return one(std::move(out));
 }
@@ -240,7 +240,7 @@ Outputs expand(const ir::Node&, const OpInputs& in) {
   Tensor out = ir::make_tensor(x.dtype, shape);
   const std::size_t size = ir::dtype_size(x.dtype);
   for_each_broadcast(shape, x.shape, {}, [&](std::int64_t i, std::int64_t ix, std::int64_t) {
-    std::memcpy(out.data.data() + i * size, x.data.data() + ix * size, size);
+    copy_bytes(out.data.data() + i * size, x.data.data() + ix * size, size);
   });
   return one(std::move(out));
 }
@@ -262,7 +262,7 @@ Outputs tile(const ir::Node&, const OpInputs& in) {
   for_each_index(shape, [&](std::int64_t i, const std::vector<std::int64_t>& idx) {
     std::int64_t src = 0;
     for (std::size_t d = 0; d < shape.size(); ++d) src += (idx[d] % x.shape[d]) * strides[d];
-    std::memcpy(out.data.data() + i * size, x.data.data() + src * size, size);
+    copy_bytes(out.data.data() + i * size, x.data.data() + src * size, size);
   });
   return one(std::move(out));
 }
@@ -284,7 +284,7 @@ Outputs where(const ir::Node&, const OpInputs& in) {
     for (std::size_t d = 0; d < shape.size(); ++d)
       ic += idx[d] * sc[d], ia += idx[d] * sa[d], ib += idx[d] * sb[d];
     const Tensor& src = c.data[ic] ? a : b;
-    std::memcpy(out.data.data() + i * size, src.data.data() + (c.data[ic] ? ia : ib) * size, size);
+    copy_bytes(out.data.data() + i * size, src.data.data() + (c.data[ic] ? ia : ib) * size, size);
   });
   return one(std::move(out));
 }

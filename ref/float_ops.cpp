@@ -454,7 +454,7 @@ Outputs transpose(const ir::Node& node, const OpInputs& in) {
   std::vector<std::int64_t> idx(rank, 0);
   std::int64_t src = 0;
   for (std::int64_t i = 0; i < ir::element_count(shape); ++i) {
-    std::memcpy(out.data.data() + i * size, x.data.data() + src * size, size);
+    copy_bytes(out.data.data() + i * size, x.data.data() + src * size, size);
     for (std::size_t d = rank; d-- > 0;) {
       ++idx[d];
       src += strides[d];
@@ -493,7 +493,7 @@ Outputs concat(const ir::Node& node, const OpInputs& in) {
   for (std::int64_t o = 0; o < outer; ++o)
     for (std::size_t i = 0; i < in.size(); ++i) {
       const std::int64_t block = in.at(i).shape[axis] * inner;
-      std::memcpy(dst, in.at(i).data.data() + o * block, block);
+      copy_bytes(dst, in.at(i).data.data() + o * block, block);
       dst += block;
     }
   return one(std::move(out));
@@ -519,7 +519,7 @@ Outputs gather(const ir::Node& node, const OpInputs& in) {
       if (idx < -extent || idx >= extent)
         fail("index {} is out of range for axis of size {}", idx, extent);
       if (idx < 0) idx += extent;
-      std::memcpy(dst, x.data.data() + (o * extent + idx) * inner, inner);
+      copy_bytes(dst, x.data.data() + (o * extent + idx) * inner, inner);
       dst += inner;
     }
   return one(std::move(out));
@@ -568,7 +568,7 @@ Outputs constant_of_shape(const ir::Node& node, const OpInputs& in) {
   const std::size_t size = ir::dtype_size(fill.dtype);
   if (fill.data.size() < size) fail("value attribute holds no element");
   for (std::int64_t i = 0; i < ir::element_count(shape); ++i)
-    std::memcpy(out.data.data() + i * size, fill.data.data(), size);
+    copy_bytes(out.data.data() + i * size, fill.data.data(), size);
   return one(std::move(out));
 }
 
@@ -613,7 +613,7 @@ Outputs slice(const ir::Node& node, const OpInputs& in) {
   for (std::int64_t i = 0; i < ir::element_count(shape); ++i) {
     std::int64_t src = 0;
     for (std::int64_t d = 0; d < rank; ++d) src += (begin[d] + idx[d] * step[d]) * in_strides[d];
-    std::memcpy(out.data.data() + i * size, x.data.data() + src * size, size);
+    copy_bytes(out.data.data() + i * size, x.data.data() + src * size, size);
     for (std::int64_t d = rank - 1; d >= 0; --d) {
       if (++idx[d] < shape[d]) break;
       idx[d] = 0;

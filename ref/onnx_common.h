@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,11 @@
 #include "ir/tensor_util.h"
 
 namespace npukit::ref {
+
+// memcpy that accepts empty ranges (an empty tensor's data pointer may be null).
+inline void copy_bytes(void* dst, const void* src, std::size_t n) {
+  if (n) std::memcpy(dst, src, n);
+}
 
 // numpy broadcasting of two shapes; throws when incompatible.
 ir::Shape broadcast_shapes(const ir::Shape& a, const ir::Shape& b);
