@@ -13,6 +13,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -21,7 +22,6 @@
 #include <memory>
 #include <optional>
 #include <random>
-#include <unistd.h>
 
 namespace {
 
@@ -81,8 +81,9 @@ class Progress {
     const int width = 30;
     const int filled = static_cast<int>(width * done / total_);
     const int percent = static_cast<int>(100 * done / total_);
-    const std::string line = fmt::format("evaluating [{}{}] {:3d}% {}/{} {}", std::string(filled, '#'),
-                                         std::string(width - filled, ' '), percent, done, total_, tail);
+    const std::string line =
+        fmt::format("evaluating [{}{}] {:3d}% {}/{} {}", std::string(filled, '#'),
+                    std::string(width - filled, ' '), percent, done, total_, tail);
     if (tty_) {
       std::cerr << "\r" << line << (done == total_ ? "\n" : "") << std::flush;
     } else if (percent / 10 != last_decile_ || done == total_) {
@@ -104,8 +105,8 @@ void run(const EvalArgs& a) {
   if (x.shape.empty() || x.shape[0] < 1) fail("--data '{}': needs a batch axis 0", a.data);
   const std::vector<std::int64_t> labels = ir::to_int64_vector(y);
   if (static_cast<std::int64_t>(labels.size()) != x.shape[0])
-    fail("--labels '{}' has {} labels, --data '{}' has {} images", a.labels, labels.size(),
-         a.data, x.shape[0]);
+    fail("--labels '{}' has {} labels, --data '{}' has {} images", a.labels, labels.size(), a.data,
+         x.shape[0]);
   std::int64_t n = x.shape[0];
   const std::vector<float> xs = ir::to_float_vector(x);
   if (a.limit > 0) n = std::min(n, a.limit);
@@ -118,8 +119,8 @@ void run(const EvalArgs& a) {
   npukit::runtime::Session session(dir, so);
   const auto& m = session.manifest();
   if (m.inputs.size() != 1 || m.outputs.empty())
-    fail("eval needs a model with one input and a class-score output; '{}' has {} inputs",
-         a.model, m.inputs.size());
+    fail("eval needs a model with one input and a class-score output; '{}' has {} inputs", a.model,
+         m.inputs.size());
   const auto& input = m.inputs[0];
 
   std::optional<ir::Graph> float_model;
@@ -167,11 +168,13 @@ void run(const EvalArgs& a) {
   std::cout << fmt::format("int8  (device model)       top-1 {:6.2f} %  ({}/{})\n", int8_acc,
                            int8_correct, n);
   if (float_model)
-    std::cout << fmt::format("int8 - float {:+.2f} points; same top-1 class on {:.2f} % of images\n",
-                             int8_acc - float_acc, 100.0 * agree / n);
-  std::cout << fmt::format("device cycles per image {:.0f} ({:.3f} ms at 81 MHz); host wall time "
-                           "{:.2f} ms per image\n",
-                           cycles_per_image, cycles_per_image / 81e3, 1e3 * seconds / n);
+    std::cout << fmt::format(
+        "int8 - float {:+.2f} points; same top-1 class on {:.2f} % of images\n",
+        int8_acc - float_acc, 100.0 * agree / n);
+  std::cout << fmt::format(
+      "device cycles per image {:.0f} ({:.3f} ms at 81 MHz); host wall time "
+      "{:.2f} ms per image\n",
+      cycles_per_image, cycles_per_image / 81e3, 1e3 * seconds / n);
 
   if (!a.predictions.empty()) {
     npukit::onnxio::save_tensor_npy(
