@@ -18,8 +18,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -313,7 +311,7 @@ void run(const CompareArgs& a) {
     if (dev == device.outputs.end() || ref == reference_outputs.end()) {
       d.note = reference_error.empty() ? "missing" : "the reference executor stopped";
       d.compared = true;
-      d.differ = 1;
+      d.differ = -1;  // unknown
     } else {
       d = diff(dev->second, ref->second);
     }
@@ -448,9 +446,13 @@ void run(const CompareArgs& a) {
       }
     }
     for (const auto& d : outputs)
-      std::cout << fmt::format("output {:<44} {:<18} {:>9} {:>9} {:>8}{}\n", d.tensor,
-                               ir::shape_string(d.shape), d.elements, d.differ, d.max_abs_diff,
-                               d.ok() ? "" : "  MISMATCH");
+      if (d.differ < 0)
+        std::cout << fmt::format("output {:<44} {:<18} {:>9} {:>9} {:>8}  NOT COMPARED ({})\n",
+                                 d.tensor, "", "?", "?", "?", d.note);
+      else
+        std::cout << fmt::format("output {:<44} {:<18} {:>9} {:>9} {:>8}{}\n", d.tensor,
+                                 ir::shape_string(d.shape), d.elements, d.differ, d.max_abs_diff,
+                                 d.ok() ? "" : "  MISMATCH");
     if (first_bad) {
       std::cout << fmt::format("first {}: layer '{}' ({}), tensor '{}'",
                                first_bad->differ < 0 ? "failure" : "mismatch", first_bad->layer,
