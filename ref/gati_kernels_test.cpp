@@ -119,6 +119,29 @@ TEST(GatiConv, StridedAsymmetricPaddingHandWorked) {
   EXPECT_THAT(values(conv(ex.x, ex.w, &ex.bias, nullptr, p)), ElementsAre(0, 0, 47, 17));
 }
 
+// Kernel-split pieces (docs/compiler.md): a negative top/bottom pad skips input rows. A piece
+// with pads (-1, 0, -1, 0) on a 4-row image equals the same conv on rows 1..2 without padding.
+TEST(GatiConv, NegativeTopBottomPadsSkipInputRows) {
+  auto x = i8({1, 1, 4, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  auto w = i8({1, 1, 1, 2}, {1, 10});
+  ConvParams p;
+  p.pad_top = -1;
+  p.pad_bottom = -1;
+  p.tail.quant_en = false;
+  auto raw = conv(x, w, nullptr, nullptr, p);
+  EXPECT_EQ(raw.shape, (ir::Shape{1, 1, 2, 1}));
+  // rows 1 and 2: 3 + 40 = 43, 5 + 60 = 65
+  EXPECT_THAT(ir::to_vector<std::int32_t>(raw), ElementsAre(43, 65));
+
+  ir::Node n;
+  n.name = "piece";
+  n.op_type = "GatiConv";
+  n.attributes["pads"] = std::vector<std::int64_t>{-2, 0, -15, 1};
+  EXPECT_EQ(conv_params(n).pad_bottom, -15);
+  n.attributes["pads"] = std::vector<std::int64_t>{0, -1, 0, 0};
+  EXPECT_THROW(conv_params(n), Error);  // columns cannot be skipped
+}
+
 TEST(GatiConv, AccumulantIsAddedBeforeQuantization) {
   ConvExample ex;
   auto acc = i32({1, 1, 2, 2}, {4, 0, -2, 1});
