@@ -109,10 +109,12 @@ void check_limits(Context& ctx) {
                             "') produces wrong output; use 9,8,8 or make that conv's kernel count "
                             "a multiple of 8");
       }
-      if (split_piece || n.get_int("quant_en", 1) == 0)
+      // One warning per split conv, at its first piece (int32 output, no accumulant input).
+      if (!split_piece && n.get_int("quant_en", 1) == 0)
         ctx.warnings.push_back("layer '" + n.name +
-                               "': kernel-split pieces (StartRowSkip/EndRowSkip, "
-                               "AccumulantReadFirst, OpWidth 4) were never run on the v1.0.0 RTL");
+                               "' starts a split kernel; kernel-split pieces (StartRowSkip/"
+                               "EndRowSkip, AccumulantReadFirst, OpWidth 4) were never run on the "
+                               "v1.0.0 RTL");
     } else if (n.op_type == "GatiPool") {
       const auto p = pool_geometry(g, n);
       limit(n, "input width", p.iw, 1, kMaxDim);
