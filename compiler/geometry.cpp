@@ -47,6 +47,16 @@ ConvGeometry conv_geometry(const ir::Graph& g, const ir::Node& conv, const isa::
   c.pad_left = pads[1];
   c.pad_bottom = pads[2];
   c.pad_right = pads[3];
+  // A kernel-split piece (split_kernels): the hardware runs only rows [r0, r1) of the kernel.
+  if (conv.has("kernel_rows")) {
+    const auto rows = conv.get_ints("kernel_rows", {});
+    if (rows.size() != 2 || rows[0] < 0 || rows[1] <= rows[0] || rows[1] > c.kh)
+      fail("layer '{}': kernel_rows must be [r0, r1] within the kernel's {} rows", conv.name, c.kh);
+    c.pad_top -= rows[0];
+    c.pad_bottom -= c.kh - rows[1];
+    c.kh = rows[1] - rows[0];
+    c.row_offset = rows[0];
+  }
   c.oh = conv_out(c.ih, c.pad_top, c.pad_bottom, c.kh, c.stride_h);
   c.ow = conv_out(c.iw, c.pad_left, c.pad_right, c.kw, c.stride_w);
   const std::int64_t group = conv.get_int("group", 1);

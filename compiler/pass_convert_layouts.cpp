@@ -44,8 +44,17 @@ void convert_layouts(const Context& ctx, DeviceProgram& prog) {
     if (layer.opcode == isa::Opcode::CONV) {
       const auto geo = conv_geometry(g, n, prog.arch);
       const ir::Tensor& w = g.tensor(n.inputs[1]);
+      auto data = int8_data(w, n);
+      std::vector<std::int8_t> rows;  // a split piece: only its kernel rows go to the array
+      if (geo.kh != w.shape.at(2)) {
+        const std::int64_t full = w.shape[2], kw = w.shape[3], per = w.shape[0] * w.shape[1];
+        for (std::int64_t i = 0; i < per; ++i)
+          for (std::int64_t r = geo.row_offset; r < geo.row_offset + geo.kh; ++r)
+            for (std::int64_t s = 0; s < kw; ++s) rows.push_back(data[(i * full + r) * kw + s]);
+        data = rows;
+      }
       layer.weights = static_cast<int>(prog.blobs.size());
-      prog.blobs.push_back({n.name, "weights", pack_conv_weights(int8_data(w, n), geo, prog.arch)});
+      prog.blobs.push_back({n.name, "weights", pack_conv_weights(data, geo, prog.arch)});
       layer.bias = static_cast<int>(prog.blobs.size());
       prog.blobs.push_back(
           {n.name, "bias", pack_conv_bias(bias_values(g, n, 2, geo.kn), geo.kn, prog.arch)});

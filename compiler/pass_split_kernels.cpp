@@ -8,13 +8,15 @@
 // counterpart, so a piece keeps all KW columns. A band holds min(3, floor(ROW / KW)) rows: 3x3
 // pieces for kernels up to 3 wide, single rows for wider ones (1x5, 1x7 on 9,x,x arrays).
 //
-// Piece b covers kernel rows [r0, r1) and is a GatiConv with weights w[:, :, r0:r1, :] and
-//   pads = [top - r0, left, bottom - (KH - r1), right]
-// which gives the same OH (the span IH + top + bottom - KH is unchanged). A negative top/bottom
-// pad means "skip that many input rows": instruction generation turns it into
-// StartRowSkip/EndRowSkip. Every piece but the last outputs the int32 sum (quant_en = 0,
-// OpWidth 4, no bias); piece b > 0 also reads piece b-1's sum as its `acc` input; the last piece
-// has the bias, the quantizer, the activation and the global pool of the original conv.
+// Piece b covers kernel rows [r0, r1). In the lowered graph it is a GatiConv with the original
+// kernel shape and pads, the weights outside its rows zeroed, and attribute kernel_rows = [r0, r1]
+// (the reference runs it unchanged). On the hardware it is a conv with weights w[:, :, r0:r1, :]
+// and pads [top - r0, left, bottom - (KH - r1), right], which gives the same OH (the span
+// IH + top + bottom - KH is unchanged); a negative top/bottom pad there means "skip that many
+// input rows", i.e. StartRowSkip/EndRowSkip (conv_geometry). Every piece but the last outputs the
+// int32 sum (quant_en = 0, OpWidth 4, no bias); piece b > 0 also reads piece b-1's sum as its `acc`
+// input; the last piece has the bias, the quantizer, the activation and the global pool of the
+// original conv.
 #include "common/error.h"
 #include "compiler/passes.h"
 
@@ -54,22 +56,24 @@ void split_kernels(Context& ctx) {
     for (std::int64_t b = 0; b < pieces; ++b) {
       const std::int64_t r0 = b * band, r1 = std::min(kh, r0 + band);
       const bool last = b == pieces - 1;
-      std::vector<std::int8_t> slice(static_cast<std::size_t>(kn * kc * (r1 - r0) * kw));
-      std::size_t k = 0;
+      // In the lowered graph a piece keeps the full kernel shape with the rows outside its band
+      // zeroed, so it is an ordinary GatiConv the reference runs as is; `kernel_rows` tells the
+      // back end which rows the hardware piece really has (conv_geometry, convert_layouts).
+      std::vector<std::int8_t> masked(static_cast<std::size_t>(kn * kc * kh * kw), 0);
       for (std::int64_t o = 0; o < kn; ++o)
         for (std::int64_t c = 0; c < kc; ++c)
           for (std::int64_t r = r0; r < r1; ++r)
-            for (std::int64_t s = 0; s < kw; ++s)
-              slice[k++] = wsrc[((o * kc + c) * kh + r) * kw + s];
+            for (std::int64_t s = 0; s < kw; ++s) {
+              const std::size_t i = static_cast<std::size_t>(((o * kc + c) * kh + r) * kw + s);
+              masked[i] = wsrc[i];
+            }
       ir::Node p = n;
       p.name =
           last ? n.name
                : unique_name(g, n.name + "_rows" + std::to_string(r0) + "_" + std::to_string(r1));
       p.inputs[1] = add_constant(g, n.name + "_w_rows" + std::to_string(r0), ir::DType::kInt8,
-                                 {kn, kc, r1 - r0, kw}, slice.data());
-      p.attributes["kernel_shape"] = std::vector<std::int64_t>{r1 - r0, kw};
-      p.attributes["pads"] =
-          std::vector<std::int64_t>{pads[0] - r0, pads[1], pads[2] - (kh - r1), pads[3]};
+                                 {kn, kc, kh, kw}, masked.data());
+      p.attributes["kernel_rows"] = std::vector<std::int64_t>{r0, r1};
       p.inputs.resize(4);
       p.inputs[3] = previous;
       if (!last) {

@@ -36,13 +36,20 @@ TEST(SplitKernels, FiveByFiveBecomesFiveRowPiecesOn9x8x8) {
   for (int p = 0; p < 5; ++p) {
     const ir::Node& n = ctx.graph.nodes[p];
     EXPECT_EQ(n.op_type, "GatiConv");
-    EXPECT_EQ(n.get_ints("pads", {}), (std::vector<std::int64_t>{2 - p, 2, p - 2, 2})) << p;
-    EXPECT_EQ(n.get_ints("kernel_shape", {}), (std::vector<std::int64_t>{1, 5}));
+    // The lowered piece keeps the 5x5 shape and pads (the reference runs it as is) with only
+    // kernel row p non-zero; the hardware piece is row p alone with pads [2 - p, 2, p - 2, 2].
+    EXPECT_EQ(n.get_ints("pads", {}), (std::vector<std::int64_t>{2, 2, 2, 2}));
+    EXPECT_EQ(n.get_ints("kernel_rows", {}), (std::vector<std::int64_t>{p, p + 1}));
     const ir::Tensor& piece_w = ctx.graph.tensor(n.inputs[1]);
-    EXPECT_EQ(piece_w.shape, (ir::Shape{4, 3, 1, 5}));
-    // Kernel 2, channel 1, column 3 of row p comes from w[2][1][p][3].
-    EXPECT_EQ(piece_w.as<std::int8_t>()[(2 * 3 + 1) * 5 + 3], w[((2 * 3 + 1) * 5 + p) * 5 + 3]);
+    EXPECT_EQ(piece_w.shape, (ir::Shape{4, 3, 5, 5}));
+    for (int r = 0; r < 5; ++r)
+      EXPECT_EQ(piece_w.as<std::int8_t>()[((2 * 3 + 1) * 5 + r) * 5 + 3],
+                r == p ? w[((2 * 3 + 1) * 5 + p) * 5 + 3] : 0);
     const auto geo = conv_geometry(ctx.graph, n, isa::kArch9x8x8);
+    EXPECT_EQ(geo.kh, 1);
+    EXPECT_EQ(geo.kw, 5);
+    EXPECT_EQ(geo.pad_top, 2 - p);
+    EXPECT_EQ(geo.pad_bottom, p - 2);
     EXPECT_EQ(geo.oh, 10);
     EXPECT_EQ(geo.ow, 9);
     if (p < 4) {
@@ -64,7 +71,7 @@ TEST(SplitKernels, FiveByFiveBecomesFiveRowPiecesOn9x8x8) {
 }
 
 TEST(SplitKernels, NarrowKernelsUseThreeRowBands) {
-  // 5x3: bands of 3 rows: rows 0..2 (pads [1, 1, -1, 1]) and 3..4 (pads [-2, 1, 1, 1]).
+  // 5x3: bands of 3 rows: rows 0..2 (hardware pads [1, 1, -1, 1]) and 3..4 ([-2, 1, 1, 1]).
   GraphBuilder b;
   b.input("x", ir::DType::kInt8, {1, 4, 7, 7});
   auto y = b.qconv("conv", "x", 0.02f, std::vector<std::int8_t>(2 * 4 * 15, 3), {2, 4, 5, 3}, 0.01f,
@@ -72,9 +79,15 @@ TEST(SplitKernels, NarrowKernelsUseThreeRowBands) {
   b.g.outputs = {y};
   const Context ctx = lowered(b.g);
   ASSERT_EQ(ctx.graph.nodes.size(), 2u);
-  EXPECT_EQ(ctx.graph.nodes[0].get_ints("pads", {}), (std::vector<std::int64_t>{1, 1, -1, 1}));
-  EXPECT_EQ(ctx.graph.nodes[1].get_ints("pads", {}), (std::vector<std::int64_t>{-2, 1, 1, 1}));
-  EXPECT_EQ(ctx.graph.nodes[1].get_ints("kernel_shape", {}), (std::vector<std::int64_t>{2, 3}));
+  const auto g0 = conv_geometry(ctx.graph, ctx.graph.nodes[0], isa::kArch9x8x8);
+  const auto g1 = conv_geometry(ctx.graph, ctx.graph.nodes[1], isa::kArch9x8x8);
+  EXPECT_EQ(g0.kh, 3);
+  EXPECT_EQ(g0.pad_top, 1);
+  EXPECT_EQ(g0.pad_bottom, -1);
+  EXPECT_EQ(g1.kh, 2);
+  EXPECT_EQ(g1.pad_top, -2);
+  EXPECT_EQ(g1.pad_bottom, 1);
+  EXPECT_EQ(g0.oh, g1.oh);
 }
 
 ir::Graph single_conv(std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t stride = 1) {
