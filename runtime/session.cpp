@@ -179,10 +179,8 @@ ref::TensorMap Session::run_device(const ref::TensorMap& device_inputs, RunResul
   return outputs;
 }
 
-namespace {
-
 // Image n of a batch tensor (axis 0), as a batch of one.
-ir::Tensor slice_image(const ir::Tensor& t, std::int64_t n) {
+ir::Tensor image_of(const ir::Tensor& t, std::int64_t n) {
   const std::int64_t batch = t.shape.empty() ? 1 : t.shape[0];
   const std::size_t image_bytes = t.data.size() / static_cast<std::size_t>(batch);
   ir::Tensor out = t;
@@ -194,15 +192,13 @@ ir::Tensor slice_image(const ir::Tensor& t, std::int64_t n) {
 
 // Appends `image` (a batch of one) to `batch` along axis 0.
 void append_image(ir::Tensor& batch, const ir::Tensor& image) {
-  if (batch.data.empty() && batch.shape.empty()) {
+  if (batch.dtype == ir::DType::kUndefined) {
     batch = image;
     return;
   }
   batch.data.insert(batch.data.end(), image.data.begin(), image.data.end());
   if (!batch.shape.empty()) batch.shape[0] += image.shape.empty() ? 1 : image.shape[0];
 }
-
-}  // namespace
 
 RunResult Session::run(const ref::TensorMap& inputs) {
   std::int64_t batch = -1;
@@ -230,7 +226,7 @@ RunResult Session::run(const ref::TensorMap& inputs) {
   RunResult result;
   for (std::int64_t n = 0; n < batch; ++n) {
     ref::TensorMap image;
-    for (const auto& in : manifest_.inputs) image[in.name] = slice_image(inputs.at(in.name), n);
+    for (const auto& in : manifest_.inputs) image[in.name] = image_of(inputs.at(in.name), n);
     RunResult one = run_image(image);
     for (auto& [name, t] : one.outputs) append_image(result.outputs[name], t);
     for (auto& [name, t] : one.device_outputs) append_image(result.device_outputs[name], t);

@@ -62,6 +62,11 @@ class Session {
   std::unique_ptr<Transport> transport_;
 };
 
+// Image n of a batch tensor (axis 0), as a batch of one.
+ir::Tensor image_of(const ir::Tensor& t, std::int64_t n);
+// Appends `image` (a batch of one) to `batch` along axis 0; an empty `batch` becomes `image`.
+void append_image(ir::Tensor& batch, const ir::Tensor& image);
+
 // float -> int8 with the ONNX QuantizeLinear rule (round half to even, saturate), zero point 0.
 ir::Tensor quantize_to_int8(const ir::Tensor& t, double scale, std::int64_t zero_point);
 

@@ -59,54 +59,6 @@ class TempDir {
 };
 
 // NAME=FILE pairs; a bare FILE is allowed when the model has exactly one input.
-TensorMap load_inputs(const std::vector<std::string>& specs,
-                      const std::vector<npukit::isa::ManifestTensor>& model_inputs) {
-  TensorMap feeds;
-  for (const auto& spec : specs) {
-    std::string name, file;
-    if (auto eq = spec.find('='); eq != std::string::npos) {
-      name = spec.substr(0, eq);
-      file = spec.substr(eq + 1);
-    } else if (model_inputs.size() == 1) {
-      name = model_inputs[0].name;
-      file = spec;
-    } else {
-      fail("--input '{}': the model has {} inputs, write NAME=FILE", spec, model_inputs.size());
-    }
-    const bool known = std::any_of(model_inputs.begin(), model_inputs.end(),
-                                   [&](const auto& in) { return in.name == name; });
-    if (!known) {
-      std::string names;
-      for (const auto& in : model_inputs) names += (names.empty() ? "" : ", ") + in.name;
-      fail("--input '{}': the model has no input '{}' (its inputs: {})", spec, name, names);
-    }
-    ir::Tensor t = npukit::onnxio::load_tensor_file(file);
-    t.name = name;
-    feeds[name] = std::move(t);
-  }
-  return feeds;
-}
-
-// Image n of a batch (axis 0), as a batch of one.
-ir::Tensor image_of(const ir::Tensor& t, std::int64_t n) {
-  const std::int64_t batch = t.shape.empty() ? 1 : t.shape[0];
-  const std::size_t bytes = t.data.size() / static_cast<std::size_t>(batch);
-  ir::Tensor out = t;
-  if (!out.shape.empty()) out.shape[0] = 1;
-  out.data.assign(t.data.begin() + static_cast<std::ptrdiff_t>(n * bytes),
-                  t.data.begin() + static_cast<std::ptrdiff_t>((n + 1) * bytes));
-  return out;
-}
-
-void append_image(ir::Tensor& batch, const ir::Tensor& image) {
-  if (batch.dtype == ir::DType::kUndefined) {
-    batch = image;
-    return;
-  }
-  batch.data.insert(batch.data.end(), image.data.begin(), image.data.end());
-  if (!batch.shape.empty()) batch.shape[0] += image.shape.empty() ? 1 : image.shape[0];
-}
-
 // Integer or float values of a tensor as double, for differences.
 std::vector<double> values_of(const ir::Tensor& t) {
   std::vector<double> v;
@@ -235,7 +187,7 @@ void run(const CompareArgs& a) {
   so.warnings = &std::cerr;
   npukit::runtime::Session session(program_dir, so);
   const auto& manifest = session.manifest();
-  const TensorMap feeds = load_inputs(a.inputs, manifest.inputs);
+  const TensorMap feeds = npukit::tools::load_inputs(a.inputs, manifest.inputs);
 
   const auto device = session.run(feeds);
 
@@ -253,7 +205,7 @@ void run(const CompareArgs& a) {
   std::string reference_error, reference_failed_node;
   for (std::int64_t n = 0; n < batch && reference_error.empty(); ++n) {
     TensorMap image;
-    for (const auto& [name, t] : feeds) image[name] = image_of(t, n);
+    for (const auto& [name, t] : feeds) image[name] = npukit::runtime::image_of(t, n);
     TensorMap seen;
     std::size_t done = 0;
     npukit::ref::RunOptions ro;
@@ -271,8 +223,8 @@ void run(const CompareArgs& a) {
       if (done < ctx.graph.nodes.size()) reference_failed_node = ctx.graph.nodes[done].name;
       if (n > 0) break;  // keep only complete batches
     }
-    for (auto& [name, t] : seen) append_image(reference[name], t);
-    for (auto& [name, t] : outs) append_image(reference_outputs[name], t);
+    for (auto& [name, t] : seen) npukit::runtime::append_image(reference[name], t);
+    for (auto& [name, t] : outs) npukit::runtime::append_image(reference_outputs[name], t);
   }
 
   std::vector<Diff> layers;
@@ -356,8 +308,8 @@ void run(const CompareArgs& a) {
       ir::Tensor out;  // image by image, as the graph declares batch 1
       for (std::int64_t n = 0; n < batch; ++n) {
         TensorMap image;
-        for (const auto& [name, t] : layer_feeds) image[name] = image_of(t, n);
-        append_image(out, npukit::ref::run_graph(one, image).at(layers[i].tensor));
+        for (const auto& [name, t] : layer_feeds) image[name] = npukit::runtime::image_of(t, n);
+        npukit::runtime::append_image(out, npukit::ref::run_graph(one, image).at(layers[i].tensor));
       }
       d = diff(dev_out->second, out);
     } catch (const npukit::Error& e) {

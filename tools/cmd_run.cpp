@@ -28,28 +28,6 @@ struct RunArgs {
   npukit::tools::ProgramOptions program;
 };
 
-// NAME=FILE pairs; a bare FILE is allowed when the model has exactly one input.
-npukit::ref::TensorMap load_inputs(const std::vector<std::string>& specs,
-                                   const npukit::isa::Manifest& m) {
-  npukit::ref::TensorMap feeds;
-  for (const auto& spec : specs) {
-    std::string name, file;
-    if (auto eq = spec.find('='); eq != std::string::npos) {
-      name = spec.substr(0, eq);
-      file = spec.substr(eq + 1);
-    } else if (m.inputs.size() == 1) {
-      name = m.inputs[0].name;
-      file = spec;
-    } else {
-      fail("--input '{}': the model has {} inputs, write NAME=FILE", spec, m.inputs.size());
-    }
-    npukit::ir::Tensor t = npukit::onnxio::load_tensor_file(file);
-    t.name = name;
-    feeds[name] = std::move(t);
-  }
-  return feeds;
-}
-
 std::string safe_file_name(const std::string& name) {
   std::string s = name;
   for (char& c : s)
@@ -64,7 +42,7 @@ void run(const RunArgs& a) {
   so.transport = a.transport;
   so.warnings = &std::cerr;
   npukit::runtime::Session session(program_dir, so);
-  auto feeds = load_inputs(a.inputs, session.manifest());
+  auto feeds = npukit::tools::load_inputs(a.inputs, session.manifest().inputs);
   auto result = session.run(feeds);
 
   fs::create_directories(a.output_dir);

@@ -4,6 +4,7 @@
 #include "common/npy.h"
 #include "onnx/onnx_io.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -60,6 +61,54 @@ std::string ensure_program_dir(const std::string& path, const ProgramOptions& op
   for (const auto& w : result.ctx.warnings) std::cerr << "npukit: compile warning: " << w << "\n";
   write_program_dir(result, out_dir);
   return out_dir;
+}
+
+ref::TensorMap load_inputs(const std::vector<std::string>& specs,
+                           const std::vector<isa::ManifestTensor>& model_inputs) {
+  ref::TensorMap feeds;
+  for (const auto& spec : specs) {
+    std::string name, file;
+    if (auto eq = spec.find('='); eq != std::string::npos) {
+      name = spec.substr(0, eq);
+      file = spec.substr(eq + 1);
+    } else if (model_inputs.size() == 1) {
+      name = model_inputs[0].name;
+      file = spec;
+    } else {
+      fail("--input '{}': the model has {} inputs, write NAME=FILE", spec, model_inputs.size());
+    }
+    const bool known = std::any_of(model_inputs.begin(), model_inputs.end(),
+                                   [&](const auto& in) { return in.name == name; });
+    if (!known) {
+      std::string names;
+      for (const auto& in : model_inputs) names += (names.empty() ? "'" : "', '") + in.name;
+      fail("--input '{}': the model has no input '{}' (its inputs: {}')", spec, name, names);
+    }
+    ir::Tensor t = npukit::onnxio::load_tensor_file(file);
+    t.name = name;
+    feeds[name] = std::move(t);
+  }
+  return feeds;
+}
+
+// Image n of a batch (axis 0), as a batch of one.
+ir::Tensor image_of(const ir::Tensor& t, std::int64_t n) {
+  const std::int64_t batch = t.shape.empty() ? 1 : t.shape[0];
+  const std::size_t bytes = t.data.size() / static_cast<std::size_t>(batch);
+  ir::Tensor out = t;
+  if (!out.shape.empty()) out.shape[0] = 1;
+  out.data.assign(t.data.begin() + static_cast<std::ptrdiff_t>(n * bytes),
+                  t.data.begin() + static_cast<std::ptrdiff_t>((n + 1) * bytes));
+  return out;
+}
+
+void append_image(ir::Tensor& batch, const ir::Tensor& image) {
+  if (batch.dtype == ir::DType::kUndefined) {
+    batch = image;
+    return;
+  }
+  batch.data.insert(batch.data.end(), image.data.begin(), image.data.end());
+  if (!batch.shape.empty()) batch.shape[0] += image.shape.empty() ? 1 : image.shape[0];
 }
 
 }  // namespace npukit::tools

@@ -3,6 +3,8 @@
 #pragma once
 
 #include "compiler/compiler.h"
+#include "isa/manifest.h"
+#include "ref/executor.h"
 
 #include <CLI/CLI.hpp>
 
@@ -29,5 +31,10 @@ void write_program_dir(const compiler::CompileResult& result, const std::string&
 // ONNX model, compiled into `out_dir` (returned).
 std::string ensure_program_dir(const std::string& path, const ProgramOptions& options,
                                const std::string& out_dir);
+
+// --input values: NAME=FILE (.npy or ONNX TensorProto .pb), or FILE alone when the model has one
+// input. Throws npukit::Error naming the spec for unknown names or unreadable files.
+ref::TensorMap load_inputs(const std::vector<std::string>& specs,
+                           const std::vector<isa::ManifestTensor>& model_inputs);
 
 }  // namespace npukit::tools

@@ -280,7 +280,7 @@ TEST_F(RuntimeCli, WrongInputNameIsAnError) {
   EXPECT_THAT(r.out, HasSubstr("'image'"));
   Result c = run_npukit("compare " + model_ + " --input pixels=" + in);
   EXPECT_EQ(c.status, 1) << c.out;
-  EXPECT_THAT(c.out, HasSubstr("the model has no input 'pixels' (its inputs: image)"));
+  EXPECT_THAT(c.out, HasSubstr("the model has no input 'pixels' (its inputs: 'image')"));
 }
 
 TEST_F(RuntimeCli, EvalLabelCountMustMatchTheImages) {
