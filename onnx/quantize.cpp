@@ -142,6 +142,30 @@ float entropy_threshold(const std::vector<std::uint64_t>& bins, float range, int
   return static_cast<float>(static_cast<double>(best_i) * width);
 }
 
+// ---- constant folding
+// ----------------------------------------------------------------------------
+
+Graph fold_constant_identities(const Graph& graph) {
+  Graph g = graph;
+  std::vector<Node> kept;
+  kept.reserve(g.nodes.size());
+  for (Node& n : g.nodes) {
+    const bool foldable =
+        n.op_type == "Identity" && n.domain.empty() && n.inputs.size() == 1 &&
+        n.outputs.size() == 1 && constant(g, n.inputs[0]) != nullptr &&
+        std::find(g.outputs.begin(), g.outputs.end(), n.outputs[0]) == g.outputs.end();
+    if (!foldable) {
+      kept.push_back(std::move(n));
+      continue;
+    }
+    Tensor value = *constant(g, n.inputs[0]);
+    value.name = n.outputs[0];
+    g.tensors[n.outputs[0]] = std::move(value);
+  }
+  g.nodes = std::move(kept);
+  return g;
+}
+
 // ---- batch-norm folding -------------------------------------------------------------------------
 
 Graph fold_batch_norm(const Graph& graph) {
@@ -762,7 +786,7 @@ Graph quantize_with_thresholds(const Graph& graph, const std::map<std::string, f
 
 Graph quantize(const Graph& float_graph, const std::vector<ref::TensorMap>& samples,
                const QuantizeOptions& options, QuantizeSummary* summary) {
-  Graph folded = fold_batch_norm(float_graph);
+  Graph folded = fold_batch_norm(fold_constant_identities(float_graph));
   std::map<std::string, float> thresholds = calibrate(folded, samples, options);
   return quantize_with_thresholds(folded, thresholds, summary);
 }

@@ -49,6 +49,11 @@ float entropy_threshold(const std::vector<std::uint64_t>& bins, float range, int
 
 // ---- graph transformations ------------------------------------------------------------------
 
+// Replaces every Identity of a constant by the constant itself. torch's exporter writes
+// Identity(initializer) when two parameters are equal (e.g. batch norms at their defaults), and a
+// Conv whose weights or bias arrive through one would otherwise look non-constant and stay float.
+ir::Graph fold_constant_identities(const ir::Graph& graph);
+
 // Folds every BatchNormalization (inference form) that is the only consumer of a Conv's output
 // into that Conv's weights and bias. Other BatchNormalization nodes are left alone.
 ir::Graph fold_batch_norm(const ir::Graph& graph);

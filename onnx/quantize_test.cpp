@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -100,6 +101,46 @@ TEST(Calibration, EntropyByHand) {
 }
 
 // ---- batch-norm folding --------------------------------------------------------------------
+
+// torch writes Identity(initializer) for equal parameters; the Conv behind it must still be
+// quantized (resnet18 had 16 of 20 convs left in float before this fold).
+TEST(ConstantIdentities, ConvBehindIdentityIsQuantized) {
+  ir::Graph g;
+  g.name = "identity_bias";
+  g.opset = 13;
+  g.opsets[""] = 13;
+  g.tensors["x"] = ir::Tensor{"x", ir::DType::kFloat32, {1, 1, 4, 4}, {}};
+  g.tensors["w"] = ir::make_tensor<float>({1, 1, 3, 3}, std::vector<float>(9, 0.5f), "w");
+  g.tensors["b"] = ir::make_tensor<float>({1}, {0.25f}, "b");
+  g.tensors["y"] = ir::Tensor{"y", ir::DType::kFloat32, {1, 1, 2, 2}, {}};
+  g.inputs = {"x"};
+  g.outputs = {"y"};
+  ir::Node id;
+  id.name = "copy_b";
+  id.op_type = "Identity";
+  id.inputs = {"b"};
+  id.outputs = {"b2"};
+  ir::Node conv;
+  conv.name = "conv";
+  conv.op_type = "Conv";
+  conv.inputs = {"x", "w", "b2"};
+  conv.outputs = {"y"};
+  g.nodes = {id, conv};
+
+  ir::Graph folded = fold_constant_identities(g);
+  ASSERT_EQ(folded.nodes.size(), 1u);
+  ASSERT_NE(folded.find("b2"), nullptr);
+  EXPECT_EQ(ir::to_vector<float>(folded.tensor("b2")), std::vector<float>{0.25f});
+
+  std::vector<float> xs(16);
+  for (int i = 0; i < 16; ++i) xs[i] = static_cast<float>(i % 5) - 2.0f;
+  QuantizeOptions options;
+  QuantizeSummary summary;
+  ir::Graph q =
+      quantize(g, {{{"x", ir::make_tensor<float>({1, 1, 4, 4}, xs, "x")}}}, options, &summary);
+  EXPECT_TRUE(std::any_of(q.nodes.begin(), q.nodes.end(),
+                          [](const ir::Node& n) { return n.op_type == "QLinearConv"; }));
+}
 
 TEST(BatchNormFolding, FoldedEqualsUnfusedAndTorch) {
   ir::Graph g = onnxio::load_onnx(kFixtures + "/models/batchnorm.onnx");
