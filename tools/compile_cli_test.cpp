@@ -2,6 +2,7 @@
 // errors users see for models the Gati cannot run.
 #include "isa/gml.h"
 #include "isa/manifest.h"
+#include "tools/cli_test_support.h"
 
 #include <gtest/gtest.h>
 
@@ -16,22 +17,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int status;
-  std::string out;
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = std::string(NPUKIT_BIN) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  Result r{-1, {}};
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using Result = npukit::tools::testing::CliResult;
+Result run(const std::string& args) { return npukit::tools::testing::run_npukit(args); }
 
 fs::path temp_dir(const std::string& tag) {
   const fs::path d =

@@ -1,6 +1,7 @@
 // npukit sim, run as the real binary on streams assembled with the ISA encoder.
 #include "device/test_programs.h"
 #include "isa/dispatch.h"
+#include "tools/cli_test_support.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -17,22 +18,8 @@ namespace {
 using namespace npukit::device::testing;
 namespace fs = std::filesystem;
 
-struct Result {
-  int status;
-  std::string out;
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = std::string(NPUKIT_BIN) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  Result r{-1, {}};
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using Result = npukit::tools::testing::CliResult;
+Result run(const std::string& args) { return npukit::tools::testing::run_npukit(args); }
 
 fs::path temp_dir() {
   const fs::path d =

@@ -1,5 +1,6 @@
 // npukit disasm / asm / isa, run as a user runs them (the real binary, NPUKIT_BIN).
 #include "isa/test_hex.h"
+#include "tools/cli_test_support.h"
 
 #include <fmt/core.h>
 #include <gmock/gmock.h>
@@ -20,28 +21,9 @@ namespace {
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
-struct CliResult {
-  int status;
-  std::string out;
-  std::string err;
-};
-
+using npukit::tools::testing::CliResult;
 CliResult run(const std::string& args) {
-  const fs::path err_file =
-      fs::temp_directory_path() / fmt::format("npukit_isa_cli_{}.err", ::getpid());
-  const std::string cmd = fmt::format("{} {} 2>{}", NPUKIT_BIN, args, err_file.string());
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  CliResult r{-1, "", ""};
-  if (!pipe) return r;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err_file);
-  r.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  fs::remove(err_file);
-  return r;
+  return npukit::tools::testing::run_npukit(args, npukit::tools::testing::Stderr::kSeparate);
 }
 
 class IsaCli : public ::testing::Test {

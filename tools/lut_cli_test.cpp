@@ -1,6 +1,7 @@
 // `npukit lut check|eval|design`, run as the real binary.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include "tools/cli_test_support.h"
 
 #include <array>
 #include <cstdio>
@@ -10,20 +11,8 @@
 
 namespace {
 
-struct CliResult {
-  int status;
-  std::string out;
-};
-
-CliResult run(const std::string& args) {
-  const std::string cmd = std::string(NPUKIT_BIN) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (pipe && fgets(buf.data(), int(buf.size()), pipe)) out += buf.data();
-  const int status = pipe ? pclose(pipe) : -1;
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using npukit::tools::testing::CliResult;
+CliResult run(const std::string& args) { return npukit::tools::testing::run_npukit(args); }
 
 std::string fixture(const std::string& name) {
   return std::string(NPUKIT_SOURCE_DIR) + "/fixtures/lut/" + name;

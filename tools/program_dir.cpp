@@ -91,24 +91,4 @@ ref::TensorMap load_inputs(const std::vector<std::string>& specs,
   return feeds;
 }
 
-// Image n of a batch (axis 0), as a batch of one.
-ir::Tensor image_of(const ir::Tensor& t, std::int64_t n) {
-  const std::int64_t batch = t.shape.empty() ? 1 : t.shape[0];
-  const std::size_t bytes = t.data.size() / static_cast<std::size_t>(batch);
-  ir::Tensor out = t;
-  if (!out.shape.empty()) out.shape[0] = 1;
-  out.data.assign(t.data.begin() + static_cast<std::ptrdiff_t>(n * bytes),
-                  t.data.begin() + static_cast<std::ptrdiff_t>((n + 1) * bytes));
-  return out;
-}
-
-void append_image(ir::Tensor& batch, const ir::Tensor& image) {
-  if (batch.dtype == ir::DType::kUndefined) {
-    batch = image;
-    return;
-  }
-  batch.data.insert(batch.data.end(), image.data.begin(), image.data.end());
-  if (!batch.shape.empty()) batch.shape[0] += image.shape.empty() ? 1 : image.shape[0];
-}
-
 }  // namespace npukit::tools

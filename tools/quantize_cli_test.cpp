@@ -1,6 +1,7 @@
 // npukit quantize, run as the real binary on the bundled digits model.
 #include "common/npy.h"
 #include "onnx/onnx_io.h"
+#include "tools/cli_test_support.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -16,22 +17,8 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-struct Result {
-  int status;
-  std::string out;  // stdout and stderr together
-};
-
-Result run_npukit(const std::string& args) {
-  const std::string cmd = std::string(NPUKIT_BIN) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  Result r{-1, {}};
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using Result = npukit::tools::testing::CliResult;
+using npukit::tools::testing::run_npukit;
 
 const std::string kDigits = std::string(NPUKIT_SOURCE_DIR) + "/fixtures/digits/";
 

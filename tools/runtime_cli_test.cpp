@@ -3,6 +3,7 @@
 #include "common/npy.h"
 #include "ir/tensor_util.h"
 #include "onnx/onnx_io.h"
+#include "tools/cli_test_support.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -23,22 +24,11 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-struct Result {
-  int status;
-  std::string out;  // stdout, and stderr too unless asked otherwise
-};
-
+using Result = npukit::tools::testing::CliResult;
 Result run_npukit(const std::string& args, bool with_stderr = true) {
-  const std::string cmd =
-      std::string(NPUKIT_BIN) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* p = popen(cmd.c_str(), "r");
-  Result r{-1, {}};
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return npukit::tools::testing::run_npukit(args, with_stderr
+                                                      ? npukit::tools::testing::Stderr::kMerged
+                                                      : npukit::tools::testing::Stderr::kDiscard);
 }
 
 const std::string kDigits = std::string(NPUKIT_SOURCE_DIR) + "/fixtures/digits/";

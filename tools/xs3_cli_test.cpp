@@ -1,6 +1,7 @@
 // npukit xs3 check / run, through the real binary.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include "tools/cli_test_support.h"
 
 #include <array>
 #include <cstdio>
@@ -12,22 +13,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int status = -1;
-  std::string out;  // stdout and stderr
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = std::string(NPUKIT_BIN) + " " + args + " 2>&1";
-  Result r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return r;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), int(buf.size()), pipe)) r.out += buf.data();
-  const int raw = pclose(pipe);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  return r;
-}
+using Result = npukit::tools::testing::CliResult;
+Result run(const std::string& args) { return npukit::tools::testing::run_npukit(args); }
 
 std::string fixture(const std::string& name) {
   return (fs::path(NPUKIT_SOURCE_DIR) / "fixtures" / "xs3" / name).string();

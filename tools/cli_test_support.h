@@ -1,0 +1,48 @@
+// Shared by the tools/*_cli_test.cpp files: runs the real npukit binary the way a user does.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <unistd.h>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+namespace npukit::tools::testing {
+
+struct CliResult {
+  int status = -1;  // exit status, -1 if the process did not exit normally
+  std::string out;  // stdout (and stderr when merged)
+  std::string err;  // stderr, with Stderr::kSeparate only
+};
+
+enum class Stderr { kMerged, kSeparate, kDiscard };
+
+// Runs `NPUKIT_BIN args` through the shell (so args may hold redirections and quotes).
+inline CliResult run_npukit(const std::string& args, Stderr mode = Stderr::kMerged) {
+  namespace fs = std::filesystem;
+  const fs::path err_file =
+      fs::temp_directory_path() / ("npukit_cli_" + std::to_string(::getpid()) + ".err");
+  std::string cmd = std::string(NPUKIT_BIN) + " " + args;
+  if (mode == Stderr::kMerged) cmd += " 2>&1";
+  if (mode == Stderr::kDiscard) cmd += " 2>/dev/null";
+  if (mode == Stderr::kSeparate) cmd += " 2>" + err_file.string();
+  CliResult r;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
+  const int status = ::pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (mode == Stderr::kSeparate) {
+    std::ifstream in(err_file);
+    r.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    fs::remove(err_file);
+  }
+  return r;
+}
+
+}  // namespace npukit::tools::testing
