@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "device/device.h"
 #include "device/tanh_engine.h"
+#include "device/blocks_test_support.h"
 #include "device/test_programs.h"
 
 namespace npukit::device {
