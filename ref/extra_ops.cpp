@@ -10,46 +10,7 @@
 
 namespace npukit::ref {
 
-using ir::DType;
-using ir::Tensor;
-using Outputs = std::vector<Tensor>;
-
 namespace {
-
-Outputs one(Tensor t) {
-  Outputs o;
-  o.push_back(std::move(t));
-  return o;
-}
-
-template <typename Fn>
-void dispatch_numeric(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kFloat32:
-      fn(float{});
-      return;
-    case DType::kFloat64:
-      fn(double{});
-      return;
-    case DType::kInt8:
-      fn(std::int8_t{});
-      return;
-    case DType::kUInt8:
-      fn(std::uint8_t{});
-      return;
-    case DType::kInt16:
-      fn(std::int16_t{});
-      return;
-    case DType::kInt32:
-      fn(std::int32_t{});
-      return;
-    case DType::kInt64:
-      fn(std::int64_t{});
-      return;
-    default:
-      fail("type {} is not supported by this op", ir::dtype_name(dtype));
-  }
-}
 
 std::vector<std::int64_t> row_major_strides(const ir::Shape& shape) {
   std::vector<std::int64_t> s(shape.size());

@@ -15,6 +15,47 @@
 
 namespace npukit::ref {
 
+using ir::DType;
+using ir::Tensor;
+using Outputs = std::vector<Tensor>;
+
+// A kernel's single output.
+inline Outputs one(Tensor t) {
+  Outputs o;
+  o.push_back(std::move(t));
+  return o;
+}
+
+// Calls fn(T{}) with T the C++ type of `dtype` (numeric types only).
+template <typename Fn>
+void dispatch_numeric(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat32:
+      fn(float{});
+      return;
+    case DType::kFloat64:
+      fn(double{});
+      return;
+    case DType::kInt8:
+      fn(std::int8_t{});
+      return;
+    case DType::kUInt8:
+      fn(std::uint8_t{});
+      return;
+    case DType::kInt16:
+      fn(std::int16_t{});
+      return;
+    case DType::kInt32:
+      fn(std::int32_t{});
+      return;
+    case DType::kInt64:
+      fn(std::int64_t{});
+      return;
+    default:
+      fail("type {} is not supported by this op", ir::dtype_name(dtype));
+  }
+}
+
 // memcpy that accepts empty ranges (an empty tensor's data pointer may be null).
 inline void copy_bytes(void* dst, const void* src, std::size_t n) {
   if (n) std::memcpy(dst, src, n);

@@ -8,17 +8,7 @@
 
 namespace npukit::ref {
 
-using ir::DType;
-using ir::Tensor;
-using Outputs = std::vector<Tensor>;
-
 namespace {
-
-Outputs one(Tensor t) {
-  Outputs o;
-  o.push_back(std::move(t));
-  return o;
-}
 
 bool is_8bit(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
 
