@@ -392,6 +392,17 @@ std::vector<std::int64_t> ints_in(const ir::Node& node, const std::string& attr,
   return v;
 }
 
+// [top, left, bottom, right], each a 3-bit pad field in [0, 7]. With row skips (GatiConv only),
+// top and bottom may be negative down to -15: a kernel-split piece skips that many input rows
+// (CONV.StartRowSkip/EndRowSkip, docs/compiler.md).
+std::vector<std::int64_t> pads_in(const ir::Node& node, bool allow_row_skips) {
+  auto pads = ints_in(node, "pads", {0, 0, 0, 0}, 4, allow_row_skips ? -15 : 0, 7);
+  if (pads[1] < 0 || pads[3] < 0)
+    fail("node '{}' ({}): left/right pads {} and {} must be in [0, 7]", node.name, node.op_type,
+         pads[1], pads[3]);
+  return pads;
+}
+
 }  // namespace
 
 Tail tail_params(const ir::Node& node, bool allow_global_pool) {
@@ -428,12 +439,7 @@ Tail tail_params(const ir::Node& node, bool allow_global_pool) {
 ConvParams conv_params(const ir::Node& node) {
   ConvParams p;
   auto strides = ints_in(node, "strides", {1, 1}, 2, 1, 15);
-  // Top and bottom may be negative, down to -15: a kernel-split piece skips that many input rows
-  // (CONV.StartRowSkip/EndRowSkip, docs/compiler.md); left and right are the 3-bit pad fields.
-  auto pads = ints_in(node, "pads", {0, 0, 0, 0}, 4, -15, 7);
-  if (pads[1] < 0 || pads[3] < 0)
-    fail("node '{}' ({}): left/right pads {} and {} must be in [0, 7]", node.name, node.op_type,
-         pads[1], pads[3]);
+  auto pads = pads_in(node, /*allow_row_skips=*/true);
   p.stride_h = static_cast<int>(strides[0]);
   p.stride_w = static_cast<int>(strides[1]);
   p.pad_top = static_cast<int>(pads[0]);
@@ -467,12 +473,7 @@ PoolParams pool_params(const ir::Node& node) {
   if (p.mode == PoolMode::kGlobalAverage) return p;
   auto kernel = ints_in(node, "kernel_shape", {}, 2, 1, 15);
   auto strides = ints_in(node, "strides", kernel, 2, 1, 15);
-  // Top and bottom may be negative, down to -15: a kernel-split piece skips that many input rows
-  // (CONV.StartRowSkip/EndRowSkip, docs/compiler.md); left and right are the 3-bit pad fields.
-  auto pads = ints_in(node, "pads", {0, 0, 0, 0}, 4, -15, 7);
-  if (pads[1] < 0 || pads[3] < 0)
-    fail("node '{}' ({}): left/right pads {} and {} must be in [0, 7]", node.name, node.op_type,
-         pads[1], pads[3]);
+  auto pads = pads_in(node, /*allow_row_skips=*/false);
   p.kernel_h = static_cast<int>(kernel[0]);
   p.kernel_w = static_cast<int>(kernel[1]);
   p.stride_h = static_cast<int>(strides[0]);

@@ -140,6 +140,14 @@ TEST(GatiConv, NegativeTopBottomPadsSkipInputRows) {
   EXPECT_EQ(conv_params(n).pad_bottom, -15);
   n.attributes["pads"] = std::vector<std::int64_t>{0, -1, 0, 0};
   EXPECT_THROW(conv_params(n), Error);  // columns cannot be skipped
+  // Pools have no row skips: their pads stay 3-bit fields.
+  ir::Node pool;
+  pool.name = "pool";
+  pool.op_type = "GatiPool";
+  pool.attributes["mode"] = std::string("max");
+  pool.attributes["kernel_shape"] = std::vector<std::int64_t>{2, 2};
+  pool.attributes["pads"] = std::vector<std::int64_t>{-1, 0, 0, 0};
+  EXPECT_THROW(pool_params(pool), Error);
 }
 
 TEST(GatiConv, AccumulantIsAddedBeforeQuantization) {
