@@ -13,11 +13,6 @@ namespace npukit::compiler {
 
 namespace {
 
-struct QuantInfo {
-  double scale = 0;
-  std::int64_t zero_point = 0;
-};
-
 // Scale and zero point of every int8 value of a QOperator graph, read off the ops that produce or
 // consume it, so the manifest can tell the runtime how to (de)quantize what crosses the boundary.
 std::map<std::string, QuantInfo> quant_params(const ir::Graph& g) {
@@ -104,7 +99,9 @@ Context lower(const ir::Graph& model, const CompileOptions& options) {
   ctx.options = options;
   ctx.graph = model;
   fuse_batchnorm(ctx);
+  normalize_quantization(ctx);
   canonicalize_qdq(ctx);
+  ctx.quantization = quant_params(ctx.graph);
   check_shapes(ctx);
   assign_devices(ctx);
   lower_to_gati(ctx);
@@ -116,16 +113,9 @@ Context lower(const ir::Graph& model, const CompileOptions& options) {
 
 CompileResult compile(const ir::Graph& model, const CompileOptions& options) {
   CompileResult r;
-  // The scales are read from the QOperator form, before lowering replaces the ops.
-  Context pre;
-  pre.options = options;
-  pre.graph = model;
-  fuse_batchnorm(pre);
-  canonicalize_qdq(pre);
-  const auto qparams = quant_params(pre.graph);
-
   r.ctx = lower(model, options);
   Context& ctx = r.ctx;
+  const auto& qparams = ctx.quantization;
   r.program = collect_device_program(ctx);
   DeviceProgram& prog = r.program;
   convert_layouts(ctx, prog);

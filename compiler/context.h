@@ -33,6 +33,12 @@ struct PlacementNote {
   std::string reason;
 };
 
+// Scale and zero point of a quantized value, as the (canonical QOperator) graph states it.
+struct QuantInfo {
+  double scale = 0;
+  std::int64_t zero_point = 0;
+};
+
 struct Context {
   CompileOptions options;
   ir::Graph graph;  // rewritten in place by the passes
@@ -41,6 +47,9 @@ struct Context {
   // Original node names in the order the passes recorded them (for --explain).
   std::vector<std::string> placement_order;
   std::vector<std::string> warnings;
+  // Every quantized value's scale and zero point, read after canonicalize_qdq (before lowering
+  // replaces the ops that state them): what the manifest tells the runtime about boundary tensors.
+  std::map<std::string, QuantInfo> quantization;
 
   void place(const std::string& node, Placement where, std::string reason);
   bool on_device(const std::string& node) const;

@@ -1,4 +1,4 @@
-// Pass 4, assign_devices: decides, for every node, whether the Gati runs it or the host does, and
+// Pass 5, assign_devices: decides, for every node, whether the Gati runs it or the host does, and
 // records why (npukit compile --explain prints it). The device runs int8 QOperator ops that lower
 // to a megablock (gati.md 9: QLinearConv, QGemm, QLinearAdd/Mul, QLinearConcat, QLinearSigmoid,
 // QLinearLeakyRelu, pools, Resize 2x, and Relu/Clip/Flatten folded into them). Everything else is
@@ -20,11 +20,6 @@ namespace {
 
 const ir::Tensor* value(const ir::Graph& g, const std::string& name) {
   return name.empty() ? nullptr : g.find(name);
-}
-
-bool is_int8(const ir::Graph& g, const std::string& name) {
-  const ir::Tensor* t = value(g, name);
-  return t && t->dtype == ir::DType::kInt8;
 }
 
 std::string rank4(const ir::Graph& g, const std::string& name) {

@@ -2,12 +2,12 @@
 // This pass rewrites each wrapped op into the equivalent QOperator op (QLinearConv, QGemm,
 // QLinearAdd, ...) so the rest of the compiler sees one form, the one onnxruntime's own quantizer
 // writes in QOperator mode. Int8-preserving ops (MaxPool, Resize, Flatten, Reshape, Relu, Clip)
-// whose input and output quantization agree simply run on the int8 tensors.
+// whose input and output quantization agree simply run on the int8 tensors. Biases become int32
+// at input_scale * weight_scale.
 //
-// The native scheme (DECISIONS.md 5) is per-tensor symmetric int8. Per-channel weights are
-// requantized here to one per-tensor scale (max |w| / 127) with the bias recomputed, since the
-// float values are recoverable. Asymmetric activations are left alone; lowering rejects them with a
-// message naming the tensor.
+// normalize_quantization (pass 2) has already put every quantized tensor into the native scheme
+// (DECISIONS.md 5); a pattern that is still outside it (its parameters are not constants) is left
+// in float form for the host.
 #include "common/error.h"
 #include "compiler/passes.h"
 
@@ -96,46 +96,37 @@ std::string zp_or_zero(ir::Graph& g, const std::string& name, const std::string&
                       &zero);
 }
 
-std::string float_scalar(ir::Graph& g, const std::string& base, float v) {
-  return add_constant(g, base, ir::DType::kFloat32, {}, &v);
+// Moves a Clip's float min/max inputs into the int8 domain of its quantized output `q`. False
+// when a bound is not a constant (the Clip then stays float).
+bool clip_bounds_to_int8(ir::Graph& g, ir::Node& clip, const Q& q) {
+  for (std::size_t k = 1; k < clip.inputs.size() && k < 3; ++k) {
+    if (clip.inputs[k].empty()) continue;
+    const ir::Tensor* c = g.find(clip.inputs[k]);
+    if (!c || !c->is_constant()) return false;
+    const double v = std::clamp<double>(
+        std::nearbyint(constant_values(*c).at(0) / q.scale) + q.zero_point, -128, 127);
+    const std::int8_t b = static_cast<std::int8_t>(v);
+    clip.inputs[k] =
+        add_constant(g, clip.name + (k == 1 ? "_min" : "_max"), ir::DType::kInt8, {}, &b);
+  }
+  return true;
 }
 
-// Weights given as DQ(int8 constant), maybe per-channel along axis 0: returns the int8 weight
-// tensor name, its per-tensor scale name and value, requantizing per-channel weights (DECISIONS 5).
+// Weights given as DQ(int8 constant) with one scale and zero point 0: the int8 weight tensor, its
+// scale (name and value) and zero point.
 struct Weights {
   std::string q, scale_name, zp_name;
   double scale = 1;
 };
 
-std::optional<Weights> weights_of(ir::Graph& g, const std::string& v, const std::string& layer) {
+std::optional<Weights> weights_of(ir::Graph& g, const std::string& v) {
   auto d = dequantized(g, v);
   if (!d) return std::nullopt;
   const ir::Tensor* wq = g.find(d->q);
-  if (!wq || !wq->is_constant()) return std::nullopt;
-  if (d->scales.size() == 1 && d->zero_point == 0 && wq->dtype == ir::DType::kInt8)
-    return Weights{d->q, d->scale_name, zp_or_zero(g, d->zp_name, d->q), d->scales[0]};
-  // Requantize: recover the float weights, one symmetric scale for the whole tensor.
-  const auto raw = constant_values(*wq);
-  const std::size_t channels = d->scales.size();
-  const std::size_t per = channels ? raw.size() / channels : raw.size();
-  std::vector<double> wf(raw.size());
-  double maxabs = 0;
-  for (std::size_t i = 0; i < raw.size(); ++i) {
-    const double s = d->scales[channels == 1 ? 0 : i / per];
-    wf[i] = (raw[i] - static_cast<double>(d->zero_point)) * s;
-    maxabs = std::max(maxabs, std::fabs(wf[i]));
-  }
-  const double scale = maxabs > 0 ? maxabs / 127.0 : 1.0;
-  std::vector<std::int8_t> q(raw.size());
-  for (std::size_t i = 0; i < raw.size(); ++i)
-    q[i] = static_cast<std::int8_t>(std::clamp<double>(std::nearbyint(wf[i] / scale), -127, 127));
-  Weights w;
-  w.q = add_constant(g, layer + "_weight_per_tensor", ir::DType::kInt8, wq->shape, q.data());
-  w.scale = scale;
-  w.scale_name = float_scalar(g, layer + "_weight_scale", static_cast<float>(scale));
-  const std::int8_t zero = 0;
-  w.zp_name = add_constant(g, layer + "_weight_zero_point", ir::DType::kInt8, {}, &zero);
-  return w;
+  if (!wq || !wq->is_constant() || d->scales.size() != 1 || d->zero_point != 0 ||
+      wq->dtype != ir::DType::kInt8)
+    return std::nullopt;
+  return Weights{d->q, d->scale_name, zp_or_zero(g, d->zp_name, d->q), d->scales[0]};
 }
 
 // The bias as int32 in the scale x_scale * w_scale, from DQ(int32) or a float constant.
@@ -204,10 +195,13 @@ bool rewrite(ir::Graph& g, std::size_t i) {
                                                  "Clip"};
   if (!kHandled.count(op)) return false;
 
-  // Conv/Gemm may have a Relu/Clip between them and the Q: keep it as an int8 op afterwards.
+  const bool passthrough = op == "MaxPool" || op == "Resize" || op == "Flatten" ||
+                           op == "Reshape" || op == "Relu" || op == "Clip";
+  // A computing op may have a Relu/Clip between it and the Q: keep it as an int8 op afterwards
+  // (fuse_tail puts it in the layer's TailBlock).
   std::string result = n.outputs[0];
   const ir::Node* act = nullptr;
-  if (op == "Conv" || op == "Gemm" || op == "MatMul") {
+  if (!passthrough) {
     auto cons = g.consumers(result);
     if (cons.size() == 1 && (cons[0]->op_type == "Relu" || cons[0]->op_type == "Clip") &&
         quantized_by(g, cons[0]->outputs.at(0))) {
@@ -223,8 +217,6 @@ bool rewrite(ir::Graph& g, std::size_t i) {
   out.attributes = n.attributes;
 
   auto x = n.inputs.empty() ? std::nullopt : dequantized(g, n.inputs[0]);
-  const bool passthrough = op == "MaxPool" || op == "Resize" || op == "Flatten" ||
-                           op == "Reshape" || op == "Relu" || op == "Clip";
   if (passthrough) {
     if (!x || x->scales.size() != 1) return false;
     if (std::fabs(x->scales[0] - q->scale) > 1e-6 * q->scale || x->zero_point != q->zero_point)
@@ -232,21 +224,10 @@ bool rewrite(ir::Graph& g, std::size_t i) {
     out.op_type = op;
     out.inputs = n.inputs;
     out.inputs[0] = x->q;
-    if (op == "Clip") {  // min/max move into the int8 domain
-      for (std::size_t k = 1; k < out.inputs.size() && k < 3; ++k) {
-        if (out.inputs[k].empty()) continue;
-        const ir::Tensor* c = g.find(out.inputs[k]);
-        if (!c || !c->is_constant()) return false;
-        const double v = std::clamp<double>(
-            std::nearbyint(constant_values(*c).at(0) / q->scale) + q->zero_point, -128, 127);
-        const std::int8_t b = static_cast<std::int8_t>(v);
-        out.inputs[k] =
-            add_constant(g, out.name + (k == 1 ? "_min" : "_max"), ir::DType::kInt8, {}, &b);
-      }
-    }
+    if (op == "Clip" && !clip_bounds_to_int8(g, out, *q)) return false;
   } else if (op == "Conv") {
     if (!x || x->scales.size() != 1 || n.inputs.size() < 2) return false;
-    auto w = weights_of(g, n.inputs[1], out.name);
+    auto w = weights_of(g, n.inputs[1]);
     if (!w) return false;
     out.op_type = "QLinearConv";
     out.inputs = {x->q,          x->scale_name, zp_or_zero(g, x->zp_name, x->q),
@@ -259,7 +240,7 @@ bool rewrite(ir::Graph& g, std::size_t i) {
     }
   } else if (op == "Gemm" || op == "MatMul") {
     if (!x || x->scales.size() != 1 || n.inputs.size() < 2) return false;
-    auto w = weights_of(g, n.inputs[1], out.name);
+    auto w = weights_of(g, n.inputs[1]);
     if (!w) return false;
     out.op_type = "QGemm";
     out.domain = "com.microsoft";
@@ -313,18 +294,7 @@ bool rewrite(ir::Graph& g, std::size_t i) {
     set_output(g, out, mid);
     a.inputs[0] = mid;
     a.outputs = {q_out};
-    if (a.op_type == "Clip") {
-      for (std::size_t k = 1; k < a.inputs.size() && k < 3; ++k) {
-        if (a.inputs[k].empty()) continue;
-        const ir::Tensor* c = g.find(a.inputs[k]);
-        if (!c || !c->is_constant()) return false;
-        const double v = std::clamp<double>(
-            std::nearbyint(constant_values(*c).at(0) / q->scale) + q->zero_point, -128, 127);
-        const std::int8_t b = static_cast<std::int8_t>(v);
-        a.inputs[k] =
-            add_constant(g, a.name + (k == 1 ? "_min" : "_max"), ir::DType::kInt8, {}, &b);
-      }
-    }
+    if (a.op_type == "Clip" && !clip_bounds_to_int8(g, a, *q)) return false;
     g.nodes[i] = out;
     g.nodes.insert(g.nodes.begin() + static_cast<std::ptrdiff_t>(i) + 1, a);
   } else {
@@ -341,62 +311,13 @@ bool rewrite(ir::Graph& g, std::size_t i) {
   return true;
 }
 
-// Asymmetric uint8 activations of a QDQ model (QuantizeLinear -> DequantizeLinear pairs) become
-// symmetric int8 (DECISIONS.md 5): the float value is what both ends agree on, so the pair can
-// use scale s' = s * max(z, 255 - z) / 127 and zero point 0, which covers the same float range.
-void symmetrize_uint8_activations(Context& ctx) {
-  ir::Graph& g = ctx.graph;
-  for (auto& q : g.nodes) {
-    if (q.op_type != "QuantizeLinear" || q.inputs.size() < 3 || q.outputs.size() != 1) continue;
-    ir::Tensor* out = g.find(q.outputs[0]);
-    const ir::Tensor* zt = g.find(q.inputs[2]);
-    const ir::Tensor* st = g.find(q.inputs[1]);
-    if (!out || !zt || !st || zt->dtype != ir::DType::kUInt8 || !zt->is_constant() ||
-        !st->is_constant())
-      continue;
-    const auto sv = constant_values(*st);
-    if (sv.size() != 1) continue;
-    auto cons = g.consumers(q.outputs[0]);
-    if (cons.empty() ||
-        std::find(g.outputs.begin(), g.outputs.end(), q.outputs[0]) != g.outputs.end())
-      continue;
-    bool all_dq = true;
-    for (const auto* c : cons)
-      all_dq = all_dq && c->op_type == "DequantizeLinear" && c->inputs.size() >= 2 &&
-               c->inputs[1] == q.inputs[1] && (c->inputs.size() < 3 || c->inputs[2] == q.inputs[2]);
-    if (!all_dq) continue;
-    const double z = constant_values(*zt).at(0);
-    const double scale = sv[0] * std::max(z, 255.0 - z) / 127.0;
-    const std::string base = q.outputs[0] + "_int8";
-    const std::string s_name = float_scalar(g, base + "_scale", static_cast<float>(scale));
-    const std::int8_t zero = 0;
-    const std::string z_name = add_constant(g, base + "_zero_point", ir::DType::kInt8, {}, &zero);
-    out = g.find(q.outputs[0]);
-    out->dtype = ir::DType::kInt8;
-    const std::string value = q.outputs[0];
-    q.inputs[1] = s_name;
-    q.inputs[2] = z_name;
-    for (auto& n : g.nodes)
-      if (n.op_type == "DequantizeLinear" && !n.inputs.empty() && n.inputs[0] == value) {
-        n.inputs.resize(3);
-        n.inputs[1] = s_name;
-        n.inputs[2] = z_name;
-      }
-    ctx.warnings.push_back("activation '" + value + "' was uint8 with zero point " +
-                           std::to_string(static_cast<int>(z)) +
-                           "; requantized to symmetric int8 (scale " + std::to_string(scale) + ")");
-  }
-}
-
 }  // namespace
 
 void canonicalize_qdq(Context& ctx) {
   ir::Graph& g = ctx.graph;
   bool any = false;
-  symmetrize_uint8_activations(ctx);
-  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-    if (g.nodes[i].name.empty()) g.nodes[i].name = unique_name(g, g.nodes[i].op_type);
-  }
+  for (auto& n : g.nodes)
+    if (n.name.empty()) n.name = unique_name(g, n.op_type);
   for (std::size_t i = 0; i < g.nodes.size(); ++i) any = rewrite(g, i) || any;
   if (any) {
     remove_dead_nodes(g);

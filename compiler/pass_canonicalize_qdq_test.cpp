@@ -1,5 +1,6 @@
-// canonicalize_qdq: DQ -> float op -> Q patterns become QOperator ops; per-channel weights are
-// requantized per tensor with the bias recomputed (values worked by hand).
+// canonicalize_qdq: DQ -> float op -> Q patterns become QOperator ops, the bias rescaled to
+// input scale x weight scale (values worked by hand). Per-channel weights reach it only after
+// normalize_quantization has requantized them.
 #include "compiler/passes.h"
 #include "compiler/test_graphs.h"
 
@@ -74,12 +75,19 @@ TEST(CanonicalizeQdq, ConvReluBecomesQLinearConvAndInt8Relu) {
   EXPECT_NE(find(ctx.graph, "DequantizeLinear"), nullptr);
 }
 
-TEST(CanonicalizeQdq, PerChannelWeightsAreRequantizedPerTensor) {
+TEST(CanonicalizeQdq, PerChannelWeightsAreLeftFloatUntilNormalized) {
+  Context alone;
+  alone.graph = qdq_conv({0.2f, 0.1f}).g;
+  canonicalize_qdq(alone);
+  EXPECT_EQ(find(alone.graph, "QLinearConv"), nullptr);
+  EXPECT_NE(find(alone.graph, "Conv"), nullptr);
+
   // Float weights: 10 * 0.2 = 2.0 and 127 * 0.1 = 12.7; one scale 12.7 / 127 = 0.1 gives int8
   // 20 and 127. Biases 4 * (0.5*0.2) = 0.4 and -8 * (0.5*0.1) = -0.4 at the new scale
   // 0.5 * 0.1 = 0.05 are 8 and -8.
   Context ctx;
   ctx.graph = qdq_conv({0.2f, 0.1f}).g;
+  normalize_quantization(ctx);
   canonicalize_qdq(ctx);
   const ir::Node* conv = find(ctx.graph, "QLinearConv");
   ASSERT_NE(conv, nullptr);

@@ -1,4 +1,4 @@
-// Pass 1, check_shapes: the importer infers shapes (onnx/); the compiler only needs them to be
+// Pass 4, check_shapes: the importer infers shapes (onnx/); the compiler only needs them to be
 // there and static for every value it might place on the device, because every instruction field
 // and DRAM size derives from them. A missing or dynamic shape is reported here, naming the tensor,
 // instead of surfacing later as a wrong field.

@@ -1,4 +1,4 @@
-// Pass 2, fuse_batchnorm: the v16 tail has no batch-norm stage (gati.md 7.2: "BatchNorm:
+// Pass 1, fuse_batchnorm: the v16 tail has no batch-norm stage (gati.md 7.2: "BatchNorm:
 // documented as fused into conv by the compiler"). A float Conv whose only consumer is an
 // inference BatchNormalization becomes one Conv with
 //   W'[k] = W[k] * g[k] / sqrt(var[k] + eps),   B'[k] = (B[k] - mean[k]) * g[k] / sqrt(var[k] +

@@ -2,31 +2,34 @@
 // step over the graph, in its own file, readable and testable alone).
 //
 //  front end (ir::Graph -> ir::Graph, ONNX ops)
-//   1. check_shapes          every value a device candidate touches has a known static shape
-//   2. fuse_batchnorm        float Conv + BatchNormalization -> Conv with folded weights/bias
-//   3. canonicalize_qdq      DequantizeLinear -> float op -> QuantizeLinear -> QOperator op;
-//                            per-channel/asymmetric weights requantized to the native scheme
-//   4. assign_devices        which nodes the Gati runs and which the host runs, and why
+//   1. fuse_batchnorm        float Conv + BatchNormalization -> Conv with folded weights/bias
+//   2. normalize_quantization  every quantized tensor into the native scheme (DECISIONS.md 5):
+//                            uint8/zero-point activations and per-channel weights requantized,
+//                            foreign QOperator nodes through their QDQ form
+//   3. canonicalize_qdq      DequantizeLinear -> float op -> QuantizeLinear -> QOperator op
+//   4. check_shapes          every value a device candidate touches has a known static shape
+//   5. assign_devices        which nodes the Gati runs and which the host runs, and why
 //  lowering (ONNX ops -> npukit.gati ops, docs/ref-ops.md)
-//   5. lower_to_gati         QLinear*/int8 ops -> Gati* with QuantScale/QuantShift folded in
-//   6. fuse_tail             Gati op + activation (+ global average pool) -> one TailBlock
-//   7. split_kernels         kernels taller than the array -> row bands accumulated via acc input
-//   8. check_limits          field widths, stride, width, errata (refuse or work around)
+//   6. lower_to_gati         QLinear*/int8 ops -> Gati* with QuantScale/QuantShift folded in
+//   7. fuse_tail             Gati op + activation (+ global average pool) -> one TailBlock
+//   8. split_kernels         kernels taller than the array -> row bands accumulated via acc input
+//   9. check_limits          field widths, stride, width, errata (refuse or work around)
 //  back end (npukit.gati graph -> DRAM image and instructions; compiler/backend.h)
-//   9. convert_layouts       weights/biases to DRAM blobs (gati.md 6.2, 14.1)
-//  10. allocate_buffers      device tensors -> buffers reused when dead
-//  11. assign_addresses      DRAM map, 32-B aligned, --ramsize check (gati.md 6)
-//  12. generate_instructions MEGA, OutputBlock, TailBlock, START per layer (gati.md 3.2, 4, 14)
-//  13. emit_gml              instruction blob + weight/bias packets (isa::encode_gml)
+//  10. convert_layouts       weights/biases to DRAM blobs (gati.md 6.2, 14.1)
+//  11. allocate_buffers      device tensors -> buffers reused when dead
+//  12. assign_addresses      DRAM map, 32-B aligned, --ramsize check (gati.md 6)
+//  13. generate_instructions MEGA, OutputBlock, TailBlock, START per layer (gati.md 3.2, 4, 14)
+//  14. emit_gml              instruction blob + weight/bias packets (isa::encode_gml)
 #pragma once
 
 #include "compiler/context.h"
 
 namespace npukit::compiler {
 
-void check_shapes(Context& ctx);
 void fuse_batchnorm(Context& ctx);
+void normalize_quantization(Context& ctx);
 void canonicalize_qdq(Context& ctx);
+void check_shapes(Context& ctx);
 void assign_devices(Context& ctx);
 void lower_to_gati(Context& ctx);
 void fuse_tail(Context& ctx);

@@ -274,6 +274,16 @@ TEST(OnnxImport, MicrosoftQuantizedOpsAreShapeInferred) {
   EXPECT_EQ(again.nodes[1].domain, "com.microsoft");
 }
 
+TEST(OnnxImport, OnnxruntimeStyleQuantizedModelsImportWithShapes) {
+  ir::Graph g = load_onnx(kFixtures + "/qop/qop_ms_ops.onnx");
+  EXPECT_EQ(g.tensor("cat").shape, (ir::Shape{1, 12, 4, 4}));
+  EXPECT_EQ(g.tensor("ap").shape, (ir::Shape{1, 12, 2, 2}));
+  EXPECT_EQ(g.tensor("g").shape, (ir::Shape{1, 10}));
+  EXPECT_EQ(g.tensor("g").dtype, ir::DType::kInt8);
+  ir::Graph m = load_onnx(kFixtures + "/qop/qop_matmul.onnx");
+  EXPECT_EQ(m.tensor("output").dtype, ir::DType::kFloat32);  // QGemm without y_scale
+}
+
 TEST(OnnxImportErrors, GarbageAndTruncatedFilesNameTheFile) {
   Bytes junk = {0xff, 0xff, 0xff, 0xff, 0x0f};
   try {
