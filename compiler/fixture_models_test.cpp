@@ -110,7 +110,8 @@ TEST_P(QopModels, CompiledAndBitExactOnTheDevice) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, QopModels,
-                         ::testing::Values("qdq_perchannel", "qop_matmul", "qop_ms_ops"));
+                         ::testing::Values("qdq_perchannel", "qop_matmul", "qop_ms_ops",
+                                           "qop_u8_perchannel", "qop_u8_ms_ops"));
 
 TEST(DigitsModel, CompilesToOneDevicePart) {
   const std::string dir = kRoot + "/fixtures/digits/";

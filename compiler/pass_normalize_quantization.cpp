@@ -22,6 +22,7 @@
 #include "ir/tensor_util.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -260,6 +261,7 @@ class Normalizer {
   // far, so an integer-preserving op knows what its input means.
   void expand_foreign_nodes() {
     std::map<std::string, std::pair<std::string, std::string>> quantized;
+    std::vector<std::string> expanded;
     for (std::size_t i = 0; i < g_.nodes.size(); ++i) {
       const Node n = g_.nodes[i];
       std::vector<Node> replacement;
@@ -278,19 +280,18 @@ class Normalizer {
         quantized[n.outputs[0]] = {scale, zp};
       }
       if (replacement.empty()) continue;
-      const auto float_op = std::find_if(replacement.begin(), replacement.end(), [](const Node& r) {
-        return r.op_type != "DequantizeLinear" && r.op_type != "QuantizeLinear";
-      });
-      note(
-          fmt::format("node '{}' ({}) is outside the native scheme; rewritten as "
-                      "DequantizeLinear -> {} -> QuantizeLinear to requantize it",
-                      n.name, n.op_type, float_op->op_type));
+      expanded.push_back(fmt::format("'{}' ({})", n.name, n.op_type));
       g_.nodes.erase(g_.nodes.begin() + static_cast<std::ptrdiff_t>(i));
       const std::size_t count = replacement.size();
       g_.nodes.insert(g_.nodes.begin() + static_cast<std::ptrdiff_t>(i), replacement.begin(),
                       replacement.end());
       i += count - 1;
     }
+    if (!expanded.empty())
+      note(
+          fmt::format("{} node{} outside the native scheme, requantized through their float "
+                      "form (DequantizeLinear -> op -> QuantizeLinear): {}",
+                      expanded.size(), expanded.size() == 1 ? "" : "s", fmt::join(expanded, ", ")));
   }
 
   bool is_foreign(const Node& n, const QOpForm& form) const {

@@ -33,7 +33,7 @@ TEST(OrtAgreement, DigitsInt8LogitsEqualOnnxruntimeOnTheWholeTestSplit) {
 }
 
 TEST(OrtAgreement, MicrosoftOpsModelsEqualOnnxruntime) {
-  for (std::string m : {"qop_ms_ops", "qop_matmul"}) {
+  for (std::string m : {"qop_ms_ops", "qop_matmul", "qop_u8_ms_ops", "qop_u8_perchannel"}) {
     ir::Graph g = load_onnx(kFixtures + "qop/" + m + ".onnx");
     for (int k = 0; k < 2; ++k) {
       ir::Tensor in =
