@@ -1,4 +1,5 @@
-// Simulation speed of the device model: a resnet-style 3x3 conv 64 -> 64 on 56x56, fed as bytes.
+// Simulation speed of the device model's CONV on resnet18-shaped layers, fed as bytes: the whole
+// layer as a board receives it (DWP decode, weight mapping, conv, tail, write-back).
 #include "device/device.h"
 #include "device/test_programs.h"
 
@@ -9,21 +10,32 @@ namespace {
 using namespace npukit::device;
 using namespace npukit::device::testing;
 
-void BM_Conv3x3_64x64_56x56(benchmark::State& state) {
+// Args: array index (kSupportedArchs), channels in, channels out, input size (square), kernel
+// size (square), stride, depthwise.
+void BM_Conv(benchmark::State& state) {
   const npukit::isa::SaArch arch = npukit::isa::kSupportedArchs[state.range(0)];
   ConvSpec s;
-  s.ic = 64, s.kn = 64, s.ih = 56, s.iw = 56, s.quant_shift = 12, s.act_en = true;
-  s.on_chip_acc = false;  // 3136 pixels > the 1024-pixel on-chip accumulator
+  s.ic = static_cast<int>(state.range(1));
+  s.kn = static_cast<int>(state.range(2));
+  s.ih = s.iw = static_cast<int>(state.range(3));
+  s.kh = s.kw = static_cast<int>(state.range(4));
+  s.stride = static_cast<int>(state.range(5));
+  s.depthwise = state.range(6) != 0;
+  const int pad = s.kh / 2;
+  s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = pad;
+  s.quant_shift = 12, s.act_en = true;
+  const int pixels = s.oh() * s.ow();
+  s.on_chip_acc = pixels <= 1024;  // larger outputs round-trip partial sums through DRAM
   fill_random(s, 1);
   ProgramBuilder b{arch};
   const std::uint64_t dk = 32 / arch.n_sa;
-  const npukit::Bytes input = pack_activation(arch, s.ic, 56 * 56, s.x);
+  const npukit::Bytes input = pack_activation(arch, s.ic, s.ih * s.iw, s.x);
   const std::uint32_t in_addr = b.alloc(input.size());
-  const std::uint32_t out_addr = b.alloc(up(64, arch.n_sa) * up(56 * 56, dk));
-  b.add_conv(s, in_addr, out_addr, b.alloc(64 * 56 * 56 * 4));
+  const std::uint32_t out_addr = b.alloc(up(s.kn, arch.n_sa) * up(pixels, dk));
+  b.add_conv(s, in_addr, out_addr, b.alloc(up(s.kn, 16) * up(pixels, 8) * 4));
   b.finish();
   const npukit::Bytes stream = b.stream(in_addr, input);
-  const double macs = 64.0 * 64 * 9 * 56 * 56;
+  const double macs = static_cast<double>(s.kn) * s.kc() * s.kh * s.kw * pixels;
   std::uint64_t cycles = 0;
   for (auto _ : state) {
     DeviceConfig cfg;
@@ -38,6 +50,20 @@ void BM_Conv3x3_64x64_56x56(benchmark::State& state) {
   state.counters["sim_cycles"] = static_cast<double>(cycles);
   state.SetLabel(arch.str());
 }
-BENCHMARK(BM_Conv3x3_64x64_56x56)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Conv)
+    ->ArgNames({"arch", "ic", "kn", "hw", "k", "s", "dw"})
+    // resnet18 layer1..layer4 3x3 convs
+    ->Args({0, 64, 64, 56, 3, 1, 0})
+    ->Args({1, 64, 64, 56, 3, 1, 0})
+    ->Args({2, 64, 64, 56, 3, 1, 0})
+    ->Args({1, 128, 128, 28, 3, 1, 0})
+    ->Args({1, 256, 256, 14, 3, 1, 0})
+    ->Args({1, 512, 512, 7, 3, 1, 0})
+    // resnet18 layer2's first conv (stride 2) and its 1x1 stride-2 downsample
+    ->Args({1, 64, 128, 56, 3, 2, 0})
+    ->Args({1, 64, 128, 56, 1, 2, 0})
+    // a mobilenet-style depthwise 3x3
+    ->Args({1, 64, 64, 56, 3, 1, 1})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -24,26 +24,69 @@ ir::Tensor random_tensor(const ir::Shape& shape) {
   return ir::make_tensor<T>(shape, v);
 }
 
-// 3x3 conv, C -> C channels on an HxH image, stride 1, pad 1 (resnet18 layer1..layer4 shapes).
-void BM_GatiConv3x3(benchmark::State& state) {
-  const std::int64_t c = state.range(0), h = state.range(1);
+// Gati conv, C -> K channels on an HxH image, pad k/2 (resnet18 layer shapes).
+// Args: C, K, H, kernel size, stride.
+void BM_GatiConv(benchmark::State& state) {
+  const std::int64_t c = state.range(0), kn = state.range(1), h = state.range(2),
+                     k = state.range(3), s = state.range(4);
   auto x = random_tensor<std::int8_t>({1, c, h, h});
-  auto w = random_tensor<std::int8_t>({c, c, 3, 3});
+  auto w = random_tensor<std::int8_t>({kn, c, k, k});
   gati::ConvParams p;
-  p.pad_top = p.pad_left = p.pad_bottom = p.pad_right = 1;
+  p.pad_top = p.pad_left = p.pad_bottom = p.pad_right = static_cast<int>(k / 2);
+  p.stride_h = p.stride_w = static_cast<int>(s);
   p.tail.quant_scale = 3;
   p.tail.quant_shift = 12;
   p.tail.act = gati::Act::kRelu;
+  const std::int64_t o = (h + 2 * (k / 2) - k) / s + 1;
   for (auto _ : state) benchmark::DoNotOptimize(gati::conv(x, w, nullptr, nullptr, p));
+  state.counters["MAC/s"] = benchmark::Counter(static_cast<double>(kn * c * k * k * o * o),
+                                               benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_GatiConv)
+    ->ArgNames({"c", "kn", "hw", "k", "s"})
+    ->Args({64, 64, 56, 3, 1})
+    ->Args({128, 128, 28, 3, 1})
+    ->Args({256, 256, 14, 3, 1})
+    ->Args({512, 512, 7, 3, 1})
+    ->Args({64, 128, 56, 3, 2})
+    ->Args({64, 128, 56, 1, 2})
+    ->Unit(benchmark::kMillisecond);
+
+// ONNX QLinearConv (uint8 activations with a zero point, per-channel int8 weights), 3x3 pad 1.
+void BM_QLinearConv3x3(benchmark::State& state) {
+  const std::int64_t c = state.range(0), h = state.range(1);
+  ir::Graph g;
+  g.inputs = {"x"};
+  g.outputs = {"y"};
+  auto add = [&](const std::string& name, ir::Tensor t) {
+    t.name = name;
+    g.tensors[name] = std::move(t);
+  };
+  g.tensors["x"] = ir::Tensor{"x", ir::DType::kUInt8, {1, c, h, h}, {}};
+  add("xs", ir::make_tensor<float>({}, {0.02f}));
+  add("xz", ir::make_tensor<std::uint8_t>({}, {128}));
+  add("w", random_tensor<std::int8_t>({c, c, 3, 3}));
+  add("ws", ir::make_tensor<float>({c}, std::vector<float>(static_cast<std::size_t>(c), 0.01f)));
+  add("wz",
+      ir::make_tensor<std::int8_t>({c}, std::vector<std::int8_t>(static_cast<std::size_t>(c), 0)));
+  add("ys", ir::make_tensor<float>({}, {0.5f}));
+  add("yz", ir::make_tensor<std::uint8_t>({}, {128}));
+  ir::Node n;
+  n.name = "conv";
+  n.op_type = "QLinearConv";
+  n.inputs = {"x", "xs", "xz", "w", "ws", "wz", "ys", "yz"};
+  n.outputs = {"y"};
+  n.attributes["pads"] = std::vector<std::int64_t>{1, 1, 1, 1};
+  g.nodes.push_back(n);
+  std::mt19937 rng(3);
+  std::vector<std::uint8_t> xv(static_cast<std::size_t>(c * h * h));
+  for (auto& v : xv) v = static_cast<std::uint8_t>(rng());
+  TensorMap in{{"x", ir::make_tensor<std::uint8_t>({1, c, h, h}, xv)}};
+  for (auto _ : state) benchmark::DoNotOptimize(run_graph(g, in));
   state.counters["MAC/s"] = benchmark::Counter(static_cast<double>(c * c * 9 * h * h),
                                                benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_GatiConv3x3)
-    ->Args({64, 56})
-    ->Args({128, 28})
-    ->Args({256, 14})
-    ->Args({512, 7})
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_QLinearConv3x3)->Args({64, 56})->Args({512, 7})->Unit(benchmark::kMillisecond);
 
 void BM_FloatConv3x3(benchmark::State& state) {
   const std::int64_t c = state.range(0), h = state.range(1);
