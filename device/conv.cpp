@@ -199,7 +199,10 @@ std::vector<std::vector<Connection>> map_weights(const LayerContext& ctx, const 
     }
     out[k][static_cast<std::size_t>(idx)].taps[tap] = w;
   };
-  const std::uint64_t block = rows * map.chan_dim * map.kern_dim;
+  // One fold's ROW x COLS x N_SA bytes (ROW x chan_dim x kern_dim except in the pointwise mode,
+  // whose ROW x N_SA block has chan_dim = ROW and kern_dim = N_SA).
+  const std::uint64_t block =
+      rows * static_cast<std::uint64_t>(ctx.arch.cols) * static_cast<std::uint64_t>(ctx.arch.n_sa);
   for (std::uint64_t kern = 0; kern < map.kitr; ++kern) {
     for (std::uint64_t chan = 0; chan < map.citr; ++chan) {
       const std::uint8_t* base = blob.data() + (kern * map.citr + chan) * block;

@@ -247,6 +247,51 @@ TEST(Conv, DramAccumulantRegionHoldsPartialSumOfAllButLastChannelGroup) {
   }
 }
 
+// ConvType PW on 16,1,16 with several kernel and channel iterations: each fold is the 6.2
+// sa_align_aux_pointwise block of ROW x N_SA = 256 bytes (c = N_SA-1..0, r = 0..ROW-1 ->
+// W[kern * N_SA + r][chan * ROW + c]), written here from the spec formula.
+TEST(Conv, PointwiseConvTypeReadsEveryFoldOf16x1x16) {
+  const isa::SaArch arch = isa::kArch16x1x16;
+  ConvSpec s;
+  s.ic = 40, s.kn = 20, s.ih = 3, s.iw = 5, s.kh = s.kw = 1;  // kitr 2, citr 3
+  s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = 0;
+  s.quant_en = false, s.op_width = 4;  // raw int32 sums + bias
+  fill_random(s, 12);
+  const int kitr = 2, citr = 3;
+  Bytes blob(static_cast<std::size_t>(kitr * citr * 256), 0);
+  for (int kern = 0; kern < kitr; ++kern)
+    for (int chan = 0; chan < citr; ++chan)
+      for (int ci = 0; ci < 16; ++ci)
+        for (int r = 0; r < 16; ++r) {
+          const int k = kern * 16 + r, c = chan * 16 + (15 - ci);
+          if (k < s.kn && c < s.ic)
+            blob[static_cast<std::size_t>(((kern * citr + chan) * 16 + ci) * 16 + r)] =
+                static_cast<std::uint8_t>(s.w[static_cast<std::size_t>(k) * s.ic + c]);
+        }
+  ProgramBuilder b{arch};
+  const Bytes input = pack_activation(arch, s.ic, s.ih * s.iw, s.x);
+  const std::uint32_t in_addr = b.alloc(input.size());
+  const std::uint32_t out_bytes = 32 * 2 * 16 * 4;
+  const std::uint32_t out_addr = b.alloc(out_bytes);
+  b.add_conv(s, in_addr, out_addr, b.alloc(4096));
+  const std::uint32_t w_addr = b.add_blob(blob);
+  b.instructions[0]
+      .set(Field::CONV_ConvType, 2)
+      .set(Field::CONV_ChannelDuplicate, 0)
+      .set(Field::CONV_WeightStartAddress, w_addr)
+      .set(Field::CONV_WeightEndAddress, w_addr + blob.size());
+  b.instructions[1].set(Field::OutputBlock_ChannelItr, citr);
+  b.finish();
+  DeviceConfig cfg;
+  cfg.arch = arch;
+  cfg.dram_bytes = 16ull << 20;
+  Device dev(cfg);
+  dev.receive_dwp(b.stream(in_addr, input));
+  EXPECT_EQ(unpack_activation(arch, s.kn, s.out_pixels(),
+                              dev.dram().read(out_addr, out_bytes, "test"), 4),
+            ref_conv(s));
+}
+
 TEST(Conv, OnChipAccumulationWritesNothingOutsideTheOutput) {
   ConvSpec s;
   s.ic = 24, s.kn = 8, s.quant_shift = 10;
