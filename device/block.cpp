@@ -127,8 +127,11 @@ std::vector<std::int8_t> read_activation(const LayerContext& ctx, Field addr_fie
   for (std::uint64_t c = 0; c < layout.channels; ++c) {
     const std::uint64_t base = (c / cd) * (cd * pp) + (c % cd) * dk;
     std::int8_t* dst = planar.data() + c * layout.pixels;
-    for (std::uint64_t p = 0; p < layout.pixels; ++p)
-      dst[p] = static_cast<std::int8_t>(raw[base + (p / dk) * 32 + (p % dk)]);
+    // Pixel p is byte p % dk of word p / dk: dk consecutive pixels per word.
+    for (std::uint64_t p0 = 0, word = base; p0 < layout.pixels; p0 += dk, word += 32) {
+      const std::uint64_t n = std::min(dk, layout.pixels - p0);
+      for (std::uint64_t i = 0; i < n; ++i) dst[p0 + i] = static_cast<std::int8_t>(raw[word + i]);
+    }
   }
   return planar;
 }
@@ -334,12 +337,15 @@ std::uint64_t write_activation_output(LayerContext& ctx, const ActivationLayout&
   for (std::uint64_t c = 0; c < layout.channels; ++c) {
     const std::uint64_t base = (c / cd) * (cd * pp) + (c % cd) * dk;
     const std::int32_t* src = planar.data() + c * layout.pixels;
-    for (std::uint64_t p = 0; p < layout.pixels; ++p) {
-      const std::uint64_t off = base + (p / dk) * 32 + (p % dk);
-      if (width == 1)
-        bytes[off] = static_cast<std::uint8_t>(src[p]);
-      else
-        store_be32(&bytes[off * 4], static_cast<std::uint32_t>(src[p]));
+    // Pixel p is element p % dk of word p / dk: dk consecutive pixels per word.
+    for (std::uint64_t p0 = 0, word = base; p0 < layout.pixels; p0 += dk, word += 32) {
+      const std::uint64_t n = std::min(dk, layout.pixels - p0);
+      for (std::uint64_t i = 0; i < n; ++i) {
+        if (width == 1)
+          bytes[word + i] = static_cast<std::uint8_t>(src[p0 + i]);
+        else
+          store_be32(&bytes[(word + i) * 4], static_cast<std::uint32_t>(src[p0 + i]));
+      }
     }
   }
   ctx.dram.write(out.output_addr, bytes, ctx.field_name(Field::OutputBlock_OutputAddr));
