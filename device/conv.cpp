@@ -1,18 +1,25 @@
 // CONV megablock (gati.md 3.2, 6, 8 "Systolic array", 14.1/14.8-14.12).
 //
 // The model follows the datapath, not a textbook convolution: it reads the weight blob exactly as
-// the weight FIFOs receive it (one ROW x chan_dim x kern_dim block per kernel iteration and
-// channel iteration, rows in reverse order), maps every byte to the PE that holds it (engine,
-// column, row) and from there to the (output channel, input channel, kernel tap) it multiplies,
-// so a blob in the wrong layout gives the wrong answer here as it would on the board. The image
-// is read from DRAM in the 6.1 layout, padding channels included, as the im2col engine reads it.
+// the weight FIFOs receive it (one ROW x COLS x N_SA block per kernel iteration and channel
+// iteration, rows in reverse order), maps every byte to the PE that holds it (engine, column,
+// row) and from there to the (output channel, input channel, kernel tap) it multiplies, so a blob
+// in the wrong layout gives the wrong answer here as it would on the board. The image is read from
+// DRAM in the 6.1 layout, padding channels included, as the im2col engine reads it.
 //
 // Arithmetic widths: a PE column sums ROW int8 x int8 products; |sum| <= 16 * 128 * 128 = 2^18 fits
 // the 20-bit W_PSUM bus, so the partial sum into the adder tree never wraps. The adder tree and
 // the int32 accumulators add N_SA such sums per channel group; KC <= 4095 bounds the total by
-// 4095 * 16 * 2^14 < 2^31, so accumulation never wraps either and its order does not matter. The
-// 32-bit adds that can wrap (accumulant, bias) wrap in the tail, as in hardware.
+// 4096 (padded channels) * 16 * 2^14 = 2^30 < 2^31, so accumulation never wraps either and its
+// order does not matter. The 32-bit adds that can wrap (accumulant, bias) wrap in the tail, as in
+// hardware.
+//
+// Once the bytes are mapped, the sums are computed in whatever order is fastest (exact, by the
+// bound above): the regular, ChannelDuplicate and pointwise modes as one dense convolution in
+// register tiles (device/conv_kernels.h, AVX2 when the CPU has it), depthwise convs (one input
+// channel per output channel) one connection at a time.
 #include "device/block.h"
+#include "device/conv_kernels.h"
 
 #include <algorithm>
 #include <array>
@@ -23,6 +30,19 @@ namespace npukit::device {
 using isa::Field;
 
 namespace {
+
+// Per-thread buffers reused from layer to layer (conv_kernels::thread_buffer).
+struct BlobTag;
+struct PlaneTag;
+struct WeightTag;
+struct AccTag;
+struct PartialTag;
+struct SnapshotTag;
+struct ResultTag;
+template <typename T, typename Tag>
+std::vector<T>& reused() {
+  return conv_kernels::thread_buffer<T, Tag>();
+}
 
 // About 15 minutes of simulation: a bound so a malformed program cannot keep the model busy for
 // days (resnet50's largest layer is ~0.1e9).
@@ -171,17 +191,15 @@ Mapping choose_mapping(const LayerContext& ctx, const ConvGeometry& g) {
   return map;
 }
 
-// Maps every weight byte to its connection. Returns, per output channel k < KN, the connections
-// with at least one non-zero tap.
-std::vector<std::vector<Connection>> map_weights(const LayerContext& ctx, const ConvGeometry& g,
-                                                 const Mapping& map, const Bytes& blob,
-                                                 std::uint64_t in_channels) {
+// Reads the weight blob as the weight FIFOs receive it and calls set(k, c, chan_iter, tap, w) for
+// every non-zero byte that multiplies something: output channel k < KN, input channel c <
+// in_channels, tap < KH*KW (a later byte for the same (k, c, tap) overwrites an earlier one).
+// Warns about non-zero bytes in PE rows beyond the kernel's taps.
+template <typename Set>
+void map_weights(const LayerContext& ctx, const ConvGeometry& g, const Mapping& map,
+                 const Bytes& blob, std::uint64_t in_channels, Set&& set) {
   const std::uint64_t rows = static_cast<std::uint64_t>(ctx.arch.rows);
   const std::uint64_t taps = g.kh * g.kw;
-  std::vector<std::vector<Connection>> out(g.kn);
-  // Dense (k, c) -> index into out[k], built lazily; connections are unique per (k, c) in every
-  // mode, but a dense index keeps this independent of that fact.
-  std::vector<std::int32_t> index(g.kn * in_channels, -1);
   bool ignored_rows = false;
   auto add = [&](std::uint64_t k, std::uint64_t c, std::uint64_t chan_iter, std::uint64_t tap,
                  std::int8_t w) {
@@ -191,13 +209,7 @@ std::vector<std::vector<Connection>> map_weights(const LayerContext& ctx, const 
       return;
     }
     if (c >= in_channels) return;  // beyond the channels the image region holds
-    std::int32_t& idx = index[k * in_channels + c];
-    if (idx < 0) {
-      idx = static_cast<std::int32_t>(out[k].size());
-      Connection conn{static_cast<std::uint32_t>(c), static_cast<std::uint32_t>(chan_iter), {}};
-      out[k].push_back(conn);
-    }
-    out[k][static_cast<std::size_t>(idx)].taps[tap] = w;
+    set(k, c, chan_iter, tap, w);
   };
   // One fold's ROW x COLS x N_SA bytes (ROW x chan_dim x kern_dim except in the pointwise mode,
   // whose ROW x N_SA block has chan_dim = ROW and kern_dim = N_SA).
@@ -217,33 +229,34 @@ std::vector<std::vector<Connection>> map_weights(const LayerContext& ctx, const 
           }
         continue;
       }
-      for (std::uint64_t row = 0; row < rows; ++row) {
-        const std::uint64_t srow = rows - 1 - row;  // rows are stored bottom PE row first
-        for (std::uint64_t a = 0; a < map.chan_dim; ++a)
-          for (std::uint64_t b = 0; b < map.kern_dim; ++b) {
-            const auto w =
-                static_cast<std::int8_t>(base[(row * map.chan_dim + a) * map.kern_dim + b]);
-            const std::uint64_t k = kern * map.kern_dim + b;
-            std::uint64_t c = 0;
-            switch (map.mode) {
-              case ConvMode::kRegular:
-                c = chan * map.chan_dim + a;
-                break;
-              case ConvMode::kDepthwise:
-                c = kern * map.chan_dim + a;
-                break;
-              case ConvMode::kChannelDuplicate:
-                c = chan;
-                break;
-              case ConvMode::kDepthwise16:
-                c = kern * map.kern_dim + b;
-                break;
-              case ConvMode::kPointwise16:
-                break;
-            }
-            add(k, c, chan, srow, w);
+      // The PE (a, b) holds the same (output, input) channel pair in every row, so the pair is
+      // worked out once and its rows (the taps) are read down the block.
+      for (std::uint64_t a = 0; a < map.chan_dim; ++a)
+        for (std::uint64_t b = 0; b < map.kern_dim; ++b) {
+          const std::uint64_t k = kern * map.kern_dim + b;
+          std::uint64_t c = 0;
+          switch (map.mode) {
+            case ConvMode::kRegular:
+              c = chan * map.chan_dim + a;
+              break;
+            case ConvMode::kDepthwise:
+              c = kern * map.chan_dim + a;
+              break;
+            case ConvMode::kChannelDuplicate:
+              c = chan;
+              break;
+            case ConvMode::kDepthwise16:
+              c = kern * map.kern_dim + b;
+              break;
+            case ConvMode::kPointwise16:
+              break;
           }
-      }
+          for (std::uint64_t row = 0; row < rows; ++row) {
+            const std::uint64_t srow = rows - 1 - row;  // rows are stored bottom PE row first
+            add(k, c, chan, srow,
+                static_cast<std::int8_t>(base[(row * map.chan_dim + a) * map.kern_dim + b]));
+          }
+        }
     }
   }
   if (ignored_rows)
@@ -252,15 +265,66 @@ std::vector<std::vector<Connection>> map_weights(const LayerContext& ctx, const 
                               "{}x{} kernel's {} taps; they multiply no image value and are "
                               "ignored",
                               ctx.where(), g.kh, g.kw, taps));
+}
+
+// Per output channel k < KN, the (input channel, taps) pairs with at least one non-zero tap.
+std::vector<std::vector<Connection>> map_connections(const LayerContext& ctx, const ConvGeometry& g,
+                                                     const Mapping& map, const Bytes& blob,
+                                                     std::uint64_t in_channels) {
+  std::vector<std::vector<Connection>> out(g.kn);
+  // Dense (k, c) -> index into out[k], built lazily; connections are unique per (k, c) in every
+  // mode, but a dense index keeps this independent of that fact.
+  std::vector<std::int32_t> index(g.kn * in_channels, -1);
+  map_weights(ctx, g, map, blob, in_channels,
+              [&](std::uint64_t k, std::uint64_t c, std::uint64_t chan_iter, std::uint64_t tap,
+                  std::int8_t w) {
+                std::int32_t& idx = index[k * in_channels + c];
+                if (idx < 0) {
+                  idx = static_cast<std::int32_t>(out[k].size());
+                  out[k].push_back(Connection{
+                      static_cast<std::uint32_t>(c), static_cast<std::uint32_t>(chan_iter), {}});
+                }
+                out[k][static_cast<std::size_t>(idx)].taps[tap] = w;
+              });
   return out;
 }
 
+// The same mapping as a dense array w[(k * in_channels + c) * taps + tap], with the channel
+// group (channel iteration) of every input channel that has a non-zero weight (-1 otherwise).
+struct DenseWeights {
+  const std::int8_t* w = nullptr;  // a per-thread buffer
+  std::vector<std::int64_t> group;
+};
+
+DenseWeights map_dense(const LayerContext& ctx, const ConvGeometry& g, const Mapping& map,
+                       const Bytes& blob, std::uint64_t in_channels) {
+  const std::uint64_t taps = g.kh * g.kw;
+  std::vector<std::int8_t>& dense = reused<std::int8_t, WeightTag>();
+  dense.assign(g.kn * in_channels * taps, 0);
+  DenseWeights d;
+  d.w = dense.data();
+  d.group.assign(in_channels, -1);
+  bool mixed = false;
+  map_weights(ctx, g, map, blob, in_channels,
+              [&](std::uint64_t k, std::uint64_t c, std::uint64_t chan_iter, std::uint64_t tap,
+                  std::int8_t w) {
+                dense[(k * in_channels + c) * taps + tap] = w;
+                std::int64_t& grp = d.group[c];
+                if (grp < 0) grp = static_cast<std::int64_t>(chan_iter);
+                mixed |= grp != static_cast<std::int64_t>(chan_iter);
+              });
+  // In the regular, ChannelDuplicate and pointwise modes the channel fixes the group (c / N_SA,
+  // c, c / ROW); the partial-sum snapshot relies on it.
+  if (mixed) fail("{}: internal error: an input channel in two channel groups", ctx.where());
+  return d;
+}
+
 // acc[p] += w * x over every output pixel for one tap, on the padded plane.
-void accumulate_tap(std::int32_t* acc, const std::int16_t* plane, const ConvGeometry& g,
+void accumulate_tap(std::int32_t* acc, const std::int8_t* plane, const ConvGeometry& g,
                     std::uint64_t kh, std::uint64_t kw, std::int32_t w) {
   const std::uint64_t s = g.stride;
   for (std::uint64_t oh = 0; oh < g.oh; ++oh) {
-    const std::int16_t* row = plane + (oh * s + kh) * g.padded_w + kw;
+    const std::int8_t* row = plane + (oh * s + kh) * g.padded_w + kw;
     std::int32_t* a = acc + oh * g.ow;
     if (s == 1) {
       for (std::uint64_t ow = 0; ow < g.ow; ++ow) a[ow] += w * row[ow];
@@ -274,13 +338,13 @@ void accumulate_tap(std::int32_t* acc, const std::int16_t* plane, const ConvGeom
 // pixel are summed in a register before touching the accumulator, which the compiler vectorises
 // over output pixels.
 template <int KH, int KW>
-void accumulate_connection_fixed(std::int32_t* acc, const std::int16_t* plane,
-                                 const ConvGeometry& g, const std::int8_t* taps) {
+void accumulate_connection_fixed(std::int32_t* acc, const std::int8_t* plane, const ConvGeometry& g,
+                                 const std::int8_t* taps) {
   std::int32_t w[KH * KW];
   for (int t = 0; t < KH * KW; ++t) w[t] = taps[t];
   const std::uint64_t s = g.stride;
   for (std::uint64_t oh = 0; oh < g.oh; ++oh) {
-    const std::int16_t* rows[KH];
+    const std::int8_t* rows[KH];
     for (int i = 0; i < KH; ++i)
       rows[i] = plane + (oh * s + static_cast<std::uint64_t>(i)) * g.padded_w;
     std::int32_t* a = acc + oh * g.ow;
@@ -304,7 +368,7 @@ void accumulate_connection_fixed(std::int32_t* acc, const std::int16_t* plane,
   }
 }
 
-void accumulate_connection(std::int32_t* acc, const std::int16_t* plane, const ConvGeometry& g,
+void accumulate_connection(std::int32_t* acc, const std::int8_t* plane, const ConvGeometry& g,
                            const std::int8_t* taps) {
   if (g.kh == 3 && g.kw == 3) return accumulate_connection_fixed<3, 3>(acc, plane, g, taps);
   if (g.kh == 1 && g.kw == 1) return accumulate_connection_fixed<1, 1>(acc, plane, g, taps);
@@ -313,6 +377,44 @@ void accumulate_connection(std::int32_t* acc, const std::int16_t* plane, const C
     if (taps[t] == 0) continue;
     accumulate_tap(acc, plane, g, t / g.kw, t % g.kw, taps[t]);
   }
+}
+
+// Runs a regular, ChannelDuplicate or pointwise conv as one dense int8 convolution over every
+// channel with a non-zero weight (device/conv_kernels.h: each accumulator is summed in registers
+// over all channels and taps). The products are those of the per-connection loop, so the int32
+// sums are equal (no order can overflow, see the top of this file). `partial` ([p * lanes + j],
+// or null) receives the sum over channel groups 0..citr-2 of output channel last_kern_first + j.
+void conv_dense(const ConvGeometry& g, const Mapping& map, const DenseWeights& weights,
+                const std::vector<std::int8_t>& planes, std::uint64_t plane_count,
+                std::int32_t* acc, std::int32_t* partial, std::uint64_t lanes,
+                std::uint64_t last_kern_first) {
+  // Summation order: the groups before the last (the snapshot), then the last, each padded with
+  // a zero channel to an even length for the kernel's channel pairs.
+  const std::int64_t last_group = static_cast<std::int64_t>(map.citr) - 1;
+  conv_kernels::DenseConv dc;
+  for (int phase = 0; phase < 2; ++phase) {
+    for (std::uint64_t c = 0; c < plane_count; ++c) {
+      const std::int64_t grp = weights.group[c];
+      if (grp >= 0 && (grp < last_group) == (phase == 0))
+        dc.channels.push_back(static_cast<std::int64_t>(c));
+    }
+    if (dc.channels.size() % 2) dc.channels.push_back(-1);
+    if (phase == 0) dc.split = dc.channels.size();
+  }
+  dc.planes = planes.data();
+  dc.plane_count = plane_count;
+  dc.padded_h = g.padded_h, dc.padded_w = g.padded_w;
+  dc.kh = g.kh, dc.kw = g.kw, dc.stride = g.stride;
+  dc.kn = g.kn;
+  dc.weights = weights.w;
+  dc.snapshot_from = partial ? last_kern_first : g.kn;
+  const std::uint64_t pixels = g.oh * g.ow;
+  std::vector<std::int32_t>& snapshot = reused<std::int32_t, SnapshotTag>();
+  snapshot.resize(partial ? (g.kn - last_kern_first) * pixels : 0);
+  conv_kernels::dense_conv(dc, acc, partial ? snapshot.data() : nullptr);
+  if (partial)
+    for (std::uint64_t j = 0; j < g.kn - last_kern_first; ++j)
+      for (std::uint64_t p = 0; p < pixels; ++p) partial[p * lanes + j] = snapshot[j * pixels + p];
 }
 
 void check_errata(const LayerContext& ctx, const ConvGeometry& g, const Mapping& map) {
@@ -400,30 +502,40 @@ BlockTiming run_conv(LayerContext& ctx) {
                    weight_start, weight_end, ceil_mod(blob_bytes, 32), map.kitr, map.citr, rows,
                    cols, n_sa);
   ctx.check_dram_range(Field::CONV_WeightStartAddress, weight_start, blob_bytes);
-  const Bytes blob =
-      ctx.dram.read(weight_start, blob_bytes, ctx.field_name(Field::CONV_WeightStartAddress));
+  Bytes& blob = reused<std::uint8_t, BlobTag>();
+  blob.resize(blob_bytes);
+  ctx.dram.read(weight_start, blob, ctx.field_name(Field::CONV_WeightStartAddress));
   const std::vector<std::int8_t> image =
       read_activation(ctx, Field::CONV_ImageStartAddress, image_start, in_layout);
   const TailPipeline tail(ctx, g.kn);
 
   // Padded planes, one per input channel, with the row skips applied.
   const std::uint64_t plane_size = g.padded_h * g.padded_w;
-  std::vector<std::int16_t> planes(in_channels_padded * plane_size, 0);
+  std::vector<std::int8_t>& planes = reused<std::int8_t, PlaneTag>();
+  planes.assign(in_channels_padded * plane_size, 0);
   for (std::uint64_t c = 0; c < in_channels_padded; ++c) {
     for (std::uint64_t y = 0; y < g.padded_h; ++y) {
       const std::int64_t src_y =
           static_cast<std::int64_t>(y + g.skip_top) - static_cast<std::int64_t>(g.pad_top);
       if (src_y < 0 || src_y >= static_cast<std::int64_t>(g.ih)) continue;
-      std::int16_t* dst = planes.data() + c * plane_size + y * g.padded_w + g.pad_left;
-      const std::int8_t* src =
-          image.data() + c * g.ih * g.iw + static_cast<std::uint64_t>(src_y) * g.iw;
-      for (std::uint64_t x = 0; x < g.iw; ++x) dst[x] = src[x];
+      std::copy_n(image.data() + c * g.ih * g.iw + static_cast<std::uint64_t>(src_y) * g.iw, g.iw,
+                  planes.data() + c * plane_size + y * g.padded_w + g.pad_left);
     }
   }
 
-  const auto connections = map_weights(ctx, g, map, blob, in_channels_padded);
+  // Depthwise convs connect each output channel to one input channel: the per-connection loop.
+  // Every other mode runs as a dense convolution (either handles any blob; this only picks the
+  // faster one).
+  const bool dense = map.mode != ConvMode::kDepthwise && map.mode != ConvMode::kDepthwise16;
+  DenseWeights weights;
+  std::vector<std::vector<Connection>> connections;
+  if (dense)
+    weights = map_dense(ctx, g, map, blob, in_channels_padded);
+  else
+    connections = map_connections(ctx, g, map, blob, in_channels_padded);
 
-  std::vector<std::int32_t> acc(g.kn * out_pixels, 0);
+  std::vector<std::int32_t>& acc = reused<std::int32_t, AccTag>();
+  acc.assign(g.kn * out_pixels, 0);
   std::uint64_t read_bytes = blob_bytes + in_layout.bytes() * map.kitr;
   std::uint64_t write_bytes = 0;
   // Initial accumulants (kernel split: AccumulantReadFirst), int32 in the OpWidth-4 layout,
@@ -447,21 +559,25 @@ BlockTiming run_conv(LayerContext& ctx) {
   // the last kernel iteration's sum over channel groups 0..citr-2, lane j at 4*(p*lanes + j).
   const bool dram_partials = !out.on_chip_acc && out.acc_en;
   const std::uint64_t lanes = map.kern_dim;
-  std::vector<std::int32_t> partial;
-  if (dram_partials) partial.assign(lanes * out_pixels, 0);
+  std::vector<std::int32_t>& partial = reused<std::int32_t, PartialTag>();
+  partial.assign(dram_partials ? lanes * out_pixels : 0, 0);
   const std::uint64_t last_kern_first = (map.kitr - 1) * map.kern_dim;
 
-  std::vector<std::int32_t> own(out_pixels);
+  std::vector<std::int32_t> own;
   std::uint64_t macs = 0;
-  for (std::uint64_t k = 0; k < g.kn; ++k) {
+  if (dense)
+    conv_dense(g, map, weights, planes, in_channels_padded, acc.data(),
+               dram_partials ? partial.data() : nullptr, lanes, last_kern_first);
+  for (const auto& list : connections) {
+    const auto k = static_cast<std::uint64_t>(&list - connections.data());
     std::int32_t* a = acc.data() + k * out_pixels;
     const bool snapshot = dram_partials && k >= last_kern_first;
-    for (const Connection& conn : connections[k]) {
-      const std::int16_t* plane = planes.data() + conn.in_channel * plane_size;
+    for (const Connection& conn : list) {
+      const std::int8_t* plane = planes.data() + conn.in_channel * plane_size;
       const bool before_last_group = snapshot && conn.chan_iter + 1 < map.citr;
       std::int32_t* target = a;
       if (before_last_group) {
-        std::fill(own.begin(), own.end(), 0);
+        own.assign(out_pixels, 0);
         target = own.data();
       }
       accumulate_connection(target, plane, g, conn.taps.data());
@@ -499,7 +615,8 @@ BlockTiming run_conv(LayerContext& ctx) {
 
   // Tail pipeline and write-back.
   const std::uint64_t final_pixels = tail.output_pixels(out_pixels);
-  std::vector<std::int32_t> result(g.kn * final_pixels);
+  std::vector<std::int32_t>& result = reused<std::int32_t, ResultTag>();
+  result.resize(g.kn * final_pixels);
   for (std::uint64_t k = 0; k < g.kn; ++k)
     tail.run_channel(k, std::span<const std::int32_t>(acc.data() + k * out_pixels, out_pixels),
                      std::span<std::int32_t>(result.data() + k * final_pixels, final_pixels));

@@ -1,0 +1,422 @@
+// The CONV arithmetic (device/conv_kernels.h): the AVX2 tiles against the scalar tiles, and both
+// against a plain nested loop written here, on random shapes and on the extreme values that give
+// the largest sums; then whole CONV layers through the device's byte interface with each
+// implementation, against the NCHW loop of test_programs.h (raw int32 sums and the 14.11 DRAM
+// partial sums, on all three arrays, depthwise and ConvType PW included).
+#include "device/conv_kernels.h"
+
+#include "common/error.h"
+#include "device/device.h"
+#include "device/test_programs.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+
+namespace npukit::device {
+namespace {
+
+namespace ck = conv_kernels;
+using namespace testing;
+
+bool have_avx2() { return ck::avx2_available(); }
+
+struct Problem {
+  ck::DenseConv conv;
+  std::vector<std::int8_t> planes, weights;
+};
+
+// The definition: for every output channel k and pixel (y, x), the sum over the listed channels
+// and the taps of weight * input, in 64 bits; the snapshot is the same over channels [0, split).
+void plain_conv(const ck::DenseConv& c, std::vector<std::int64_t>& acc,
+                std::vector<std::int64_t>& snapshot) {
+  const std::uint64_t oh = (c.padded_h - c.kh) / c.stride + 1;
+  const std::uint64_t ow = (c.padded_w - c.kw) / c.stride + 1;
+  acc.assign(c.kn * oh * ow, 0);
+  snapshot.assign((c.kn - c.snapshot_from) * oh * ow, 0);
+  for (std::uint64_t k = 0; k < c.kn; ++k)
+    for (std::uint64_t y = 0; y < oh; ++y)
+      for (std::uint64_t x = 0; x < ow; ++x) {
+        std::int64_t sum = 0, first = 0;
+        for (std::uint64_t i = 0; i < c.channels.size(); ++i) {
+          if (i == c.split) first = sum;
+          const std::int64_t ch = c.channels[i];
+          if (ch < 0) continue;
+          for (std::uint64_t dy = 0; dy < c.kh; ++dy)
+            for (std::uint64_t dx = 0; dx < c.kw; ++dx) {
+              const std::int64_t in =
+                  c.planes[(static_cast<std::uint64_t>(ch) * c.padded_h + y * c.stride + dy) *
+                               c.padded_w +
+                           x * c.stride + dx];
+              const std::int64_t w =
+                  c.weights[((k * c.plane_count + static_cast<std::uint64_t>(ch)) * c.kh + dy) *
+                                c.kw +
+                            dx];
+              sum += in * w;
+            }
+        }
+        if (c.split == c.channels.size()) first = sum;
+        acc[(k * oh + y) * ow + x] = sum;
+        if (k >= c.snapshot_from) snapshot[((k - c.snapshot_from) * oh + y) * ow + x] = first;
+      }
+}
+
+struct Result {
+  std::vector<std::int32_t> acc, snapshot;
+};
+
+Result run(const ck::DenseConv& c, ck::Impl impl) {
+  Result r;
+  r.acc.assign(c.kn * c.oh() * c.ow(), 0x5A5A5A5A);  // every value must be written
+  r.snapshot.assign((c.kn - c.snapshot_from) * c.oh() * c.ow(), 0x5A5A5A5A);
+  ck::dense_conv(c, r.acc.data(), c.snapshot_from < c.kn ? r.snapshot.data() : nullptr, impl);
+  return r;
+}
+
+std::vector<std::int32_t> narrow(const std::vector<std::int64_t>& v) {
+  std::vector<std::int32_t> out;
+  for (std::int64_t x : v) {
+    EXPECT_EQ(x, static_cast<std::int32_t>(x)) << "the plain sum leaves int32";
+    out.push_back(static_cast<std::int32_t>(x));
+  }
+  return out;
+}
+
+// Value patterns: uniform, all -128 (largest positive products), -128 against 127 (largest
+// negative), and sparse weights with zeros.
+enum class Values { kUniform, kAllMin, kMinTimesMax, kSparse };
+
+Problem random_problem(std::mt19937& rng, Values values) {
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  Problem p;
+  ck::DenseConv& c = p.conv;
+  c.plane_count = static_cast<std::uint64_t>(pick(1, 70));
+  if (pick(0, 5) == 0) {  // a long thin kernel
+    c.kh = static_cast<std::uint64_t>(pick(0, 1) ? 1 : pick(5, 7));
+    c.kw = c.kh == 1 ? static_cast<std::uint64_t>(pick(5, 7)) : 1;
+  } else {
+    c.kh = static_cast<std::uint64_t>(pick(1, 4));
+    c.kw = static_cast<std::uint64_t>(pick(1, 4));
+  }
+  c.stride = static_cast<std::uint64_t>(pick(1, 4));
+  // Sizes include a single output row or column (1xN, Nx1) and non-square planes.
+  c.padded_h = c.kh + static_cast<std::uint64_t>(pick(0, 3) == 0 ? 0 : pick(0, 14));
+  c.padded_w = c.kw + static_cast<std::uint64_t>(pick(0, 3) == 0 ? 0 : pick(0, 30));
+  c.kn = static_cast<std::uint64_t>(pick(1, 70));
+  // Channels: a random subset in random order with zero channels mixed in, even length.
+  std::vector<std::int64_t> all;
+  for (std::uint64_t i = 0; i < c.plane_count; ++i) all.push_back(static_cast<std::int64_t>(i));
+  std::shuffle(all.begin(), all.end(), rng);
+  all.resize(static_cast<std::size_t>(pick(0, static_cast<int>(c.plane_count))));
+  for (int z = pick(0, 2); z > 0; --z)
+    all.insert(all.begin() + pick(0, static_cast<int>(all.size())), -1);
+  if (all.size() % 2) all.push_back(-1);
+  c.channels = all;
+  c.split = 2 * static_cast<std::uint64_t>(pick(0, static_cast<int>(all.size() / 2)));
+  c.snapshot_from = static_cast<std::uint64_t>(pick(0, 2) == 0 ? static_cast<int>(c.kn)
+                                                               : pick(0, static_cast<int>(c.kn)));
+  p.planes.resize(c.plane_count * c.padded_h * c.padded_w);
+  p.weights.resize(c.kn * c.plane_count * c.kh * c.kw);
+  std::uniform_int_distribution<int> byte(-128, 127);
+  for (auto& v : p.planes)
+    v = static_cast<std::int8_t>(values == Values::kUniform ? byte(rng) : -128);
+  for (auto& v : p.weights) {
+    switch (values) {
+      case Values::kUniform:
+        v = static_cast<std::int8_t>(byte(rng));
+        break;
+      case Values::kAllMin:
+        v = -128;
+        break;
+      case Values::kMinTimesMax:
+        v = 127;
+        break;
+      case Values::kSparse:
+        v = static_cast<std::int8_t>(pick(0, 3) == 0 ? byte(rng) : 0);
+        break;
+    }
+  }
+  c.planes = p.planes.data();
+  c.weights = p.weights.data();
+  return p;
+}
+
+TEST(ConvKernels, ScalarAndAvx2EqualThePlainLoopOnRandomShapes) {
+  std::mt19937 rng(2024);
+  int checked = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const auto values = static_cast<Values>(trial % 4);
+    const Problem p = random_problem(rng, values);
+    const ck::DenseConv& c = p.conv;
+    SCOPED_TRACE(::testing::Message()
+                 << "trial " << trial << ": " << c.plane_count << " planes " << c.padded_h << "x"
+                 << c.padded_w << ", kernel " << c.kh << "x" << c.kw << " stride " << c.stride
+                 << ", " << c.channels.size() << " channels split at " << c.split << ", kn " << c.kn
+                 << " snapshot from " << c.snapshot_from);
+    std::vector<std::int64_t> acc, snapshot;
+    plain_conv(c, acc, snapshot);
+    const Result scalar = run(c, ck::Impl::kScalar);
+    EXPECT_EQ(scalar.acc, narrow(acc));
+    if (c.snapshot_from < c.kn) {
+      EXPECT_EQ(scalar.snapshot, narrow(snapshot));
+    }
+    if (have_avx2()) {
+      const Result avx2 = run(c, ck::Impl::kAvx2);
+      EXPECT_EQ(avx2.acc, scalar.acc);
+      EXPECT_EQ(avx2.snapshot, scalar.snapshot);
+    }
+    ++checked;
+    if (::testing::Test::HasFailure()) break;
+  }
+  EXPECT_EQ(checked, 400);
+  if (!have_avx2()) GTEST_SKIP() << "no AVX2 on this CPU: only the scalar path was checked";
+}
+
+// The largest sum dense_conv accepts: 8190 channels x 16 taps of (-128)^2 is 2^31 - 524288.
+TEST(ConvKernels, LargestAcceptedSumsAreExact) {
+  for (const int w : {-128, 127}) {
+    ck::DenseConv c;
+    c.plane_count = 8190;
+    c.padded_h = 4, c.padded_w = 5, c.kh = 4, c.kw = 4;
+    std::vector<std::int8_t> planes(c.plane_count * 20, -128);
+    std::vector<std::int8_t> weights(3 * c.plane_count * 16, static_cast<std::int8_t>(w));
+    for (std::uint64_t i = 0; i < c.plane_count; ++i)
+      c.channels.push_back(static_cast<std::int64_t>(i));
+    c.split = 4094;
+    c.kn = 3, c.snapshot_from = 1;
+    c.planes = planes.data();
+    c.weights = weights.data();
+    const std::int64_t product = -128 * w;
+    const auto full = static_cast<std::int32_t>(8190 * 16 * product);
+    const auto part = static_cast<std::int32_t>(4094 * 16 * product);
+    EXPECT_EQ(std::int64_t{full}, 8190 * 16 * product);
+    for (const ck::Impl impl : {ck::Impl::kScalar, ck::Impl::kAvx2}) {
+      if (impl == ck::Impl::kAvx2 && !have_avx2()) continue;
+      const Result r = run(c, impl);
+      EXPECT_EQ(r.acc, std::vector<std::int32_t>(6, full)) << "weights " << w;
+      EXPECT_EQ(r.snapshot, std::vector<std::int32_t>(4, part)) << "weights " << w;
+    }
+  }
+}
+
+TEST(ConvKernels, RefusesSumsThatCouldLeaveInt32AndBadChannelLists) {
+  ck::DenseConv c;
+  std::vector<std::int8_t> planes(16, 0), weights(16 * 8192, 0);
+  c.plane_count = 1, c.padded_h = 4, c.padded_w = 4, c.kh = 4, c.kw = 4, c.kn = 1;
+  c.planes = planes.data(), c.weights = weights.data();
+  c.channels.assign(8192, 0);  // 8192 x 16 products of up to 2^14 could reach 2^31
+  c.split = c.channels.size(), c.snapshot_from = 1;
+  std::int32_t out = 0;
+  EXPECT_THROW(ck::dense_conv(c, &out, nullptr), Error);
+  c.channels = {0};  // odd length
+  c.split = 1;
+  EXPECT_THROW(ck::dense_conv(c, &out, nullptr), Error);
+  c.channels = {0, 1};  // plane 1 does not exist
+  c.split = 2;
+  EXPECT_THROW(ck::dense_conv(c, &out, nullptr), Error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Whole layers through the device.
+
+class ImplGuard {
+ public:
+  explicit ImplGuard(ck::Impl impl) { ck::set_impl(impl); }
+  ~ImplGuard() { ck::set_impl(ck::Impl::kAuto); }
+};
+
+struct LayerResult {
+  std::vector<std::int32_t> out;
+  Bytes partials;  // the 14.11 region (empty when the layer writes none)
+};
+
+bool writes_partials(const isa::SaArch& arch, const ConvSpec& s) {
+  // test_programs.h sets AccEn for every conv that is not depthwise and has several groups.
+  return !s.on_chip_acc && !s.depthwise && (s.ic > arch.n_sa || is_16x1x16(arch));
+}
+std::uint64_t partial_lanes(const isa::SaArch& arch) {
+  return static_cast<std::uint64_t>(is_16x1x16(arch) ? arch.n_sa : arch.cols);
+}
+std::uint64_t partial_region_bytes(const isa::SaArch& arch, const ConvSpec& s) {
+  const std::uint64_t dk = 32 / static_cast<std::uint64_t>(arch.n_sa);
+  return up(static_cast<std::uint64_t>(s.oh() * s.ow()), std::max<std::uint64_t>(1, dk / 4)) *
+         partial_lanes(arch) * 4;
+}
+
+// Runs one conv (and lets `edit` change the program before it is finished).
+LayerResult run_layer(const isa::SaArch& arch, const ConvSpec& s, ck::Impl impl,
+                      const std::function<void(ProgramBuilder&)>& edit = {}) {
+  ImplGuard guard(impl);
+  ProgramBuilder b{arch};
+  const std::uint64_t dk = 32 / static_cast<std::uint64_t>(arch.n_sa);
+  const Bytes input = pack_activation(arch, s.ic, s.ih * s.iw, s.x);
+  const std::uint32_t in_addr = b.alloc(input.size());
+  const auto out_bytes =
+      static_cast<std::uint32_t>(up(s.kn, arch.n_sa) * up(s.out_pixels(), dk) * s.op_width);
+  const std::uint32_t out_addr = b.alloc(out_bytes);
+  const std::uint32_t acc_addr = b.alloc(up(s.kn, 16) * up(s.oh() * s.ow(), 8) * 4 + 4096);
+  b.add_conv(s, in_addr, out_addr, acc_addr);
+  if (edit) edit(b);
+  b.finish();
+  DeviceConfig cfg;
+  cfg.arch = arch;
+  cfg.dram_bytes = 32ull << 20;
+  Device dev(cfg);
+  dev.receive_dwp(b.stream(in_addr, input));
+  EXPECT_EQ(dev.stats().runs, 1u);
+  LayerResult r;
+  r.out = unpack_activation(arch, s.kn, s.out_pixels(),
+                            dev.dram().read(out_addr, out_bytes, "test"), s.op_width);
+  if (writes_partials(arch, s))
+    r.partials = dev.dram().read(acc_addr, partial_region_bytes(arch, s), "test");
+  return r;
+}
+
+// The 14.11 region expected from the plain loop: the last kernel iteration's sums over every
+// channel group but the last, lane j at 4 * (p * lanes + j), big-endian, zeros elsewhere.
+Bytes expected_partials(const isa::SaArch& arch, const ConvSpec& s) {
+  const std::uint64_t lanes = partial_lanes(arch);
+  const int citr = conv_citr(arch, s), kitr = conv_kitr(arch, s);
+  const int group = is_16x1x16(arch) ? 1 : arch.n_sa;
+  const auto sums = ref_conv_sums(s, 0, (citr - 1) * group);
+  const int pixels = s.oh() * s.ow();
+  Bytes region(partial_region_bytes(arch, s), 0);
+  const int first = (kitr - 1) * static_cast<int>(lanes);
+  for (int k = first; k < s.kn; ++k)
+    for (int p = 0; p < pixels; ++p) {
+      const auto v = static_cast<std::uint32_t>(sums[static_cast<std::size_t>(k) * pixels + p]);
+      const std::size_t at =
+          (static_cast<std::size_t>(p) * lanes + static_cast<std::size_t>(k - first)) * 4;
+      for (int byte = 0; byte < 4; ++byte)
+        region[at + static_cast<std::size_t>(byte)] =
+            static_cast<std::uint8_t>(v >> (24 - 8 * byte));
+    }
+  return region;
+}
+
+void expect_layer(const isa::SaArch& arch, const ConvSpec& s, const std::string& what) {
+  SCOPED_TRACE(what + " on " + arch.str());
+  const LayerResult scalar = run_layer(arch, s, ck::Impl::kScalar);
+  EXPECT_EQ(scalar.out, ref_conv(s));
+  if (writes_partials(arch, s)) {
+    EXPECT_EQ(scalar.partials, expected_partials(arch, s));
+  }
+  if (have_avx2()) {
+    const LayerResult avx2 = run_layer(arch, s, ck::Impl::kAvx2);
+    EXPECT_EQ(avx2.out, scalar.out);
+    EXPECT_EQ(avx2.partials, scalar.partials);
+  }
+}
+
+// Raw int32 sums (OpWidth 4, no quantizer) so every bit of the accumulators is compared.
+ConvSpec raw_spec() {
+  ConvSpec s;
+  s.quant_en = false;
+  s.op_width = 4;
+  return s;
+}
+
+TEST(ConvKernelsLayer, RandomConvsOnAllArraysBothImplementations) {
+  std::mt19937 rng(77);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int trial = 0; trial < 150; ++trial) {
+    const isa::SaArch arch = isa::kSupportedArchs[trial % 3];
+    ConvSpec s = raw_spec();
+    s.depthwise = trial % 6 == 5;
+    s.ic = pick(1, 70);
+    s.kn = s.depthwise ? s.ic : pick(1, 70);
+    do {
+      s.kh = pick(1, 4), s.kw = pick(1, 4);
+    } while (s.kh * s.kw > arch.rows);
+    s.stride = pick(1, 4);
+    s.pad_top = pick(0, 3), s.pad_bottom = pick(0, 3), s.pad_left = pick(0, 3),
+    s.pad_right = pick(0, 3);
+    s.ih = pick(0, 4) == 0 ? 1 : pick(1, 16);  // 1xN included
+    s.iw = pick(1, 20);
+    if (s.ih + s.pad_top + s.pad_bottom < s.kh) s.pad_bottom = s.kh - s.ih - s.pad_top;
+    if (s.iw + s.pad_left + s.pad_right < s.kw) s.pad_right = s.kw - s.iw - s.pad_left;
+    if (pick(0, 4) == 0 && s.ih + s.pad_top + s.pad_bottom > s.kh + 1) {
+      s.skip_top = 1;  // row skips (kernel-split pieces)
+      if (s.ih + s.pad_top + s.pad_bottom > s.kh + 2) s.skip_bottom = 1;
+    }
+    s.bias_en = pick(0, 1) == 1;
+    s.on_chip_acc = pick(0, 1) == 1;
+    const int values = trial % 4;
+    if (values == 0)
+      fill_random(s, 900 + static_cast<std::uint32_t>(trial));
+    else
+      fill_random(s, 900 + static_cast<std::uint32_t>(trial), values == 3 ? 127 : -128,
+                  values == 3 ? 127 : -128);
+    if (values == 2)  // -128 inputs against 127 weights: the most negative sums
+      for (auto& v : s.w) v = 127;
+    if (values == 3)
+      for (auto& v : s.x) v = -128;
+    expect_layer(arch, s, "trial " + std::to_string(trial));
+    if (::testing::Test::HasFailure()) break;
+  }
+}
+
+// KC = 4095, the largest the field holds: the largest sums the array can produce.
+TEST(ConvKernelsLayer, LargestChannelCountAtExtremeValues) {
+  for (const isa::SaArch& arch : isa::kSupportedArchs) {
+    ConvSpec s = raw_spec();
+    s.ic = 4095, s.kn = 5;
+    s.kh = s.kw = is_16x1x16(arch) ? 4 : 3;  // every PE row
+    s.ih = s.kh, s.iw = s.kw + 1;
+    s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = 0;
+    s.on_chip_acc = false;  // and the DRAM partial sums
+    fill_random(s, 1, -128, -128);
+    expect_layer(arch, s, "all -128");
+    for (auto& v : s.w) v = 127;
+    expect_layer(arch, s, "-128 x 127");
+  }
+}
+
+// ConvType 2 on 16,1,16: the 6.2 sa_align_aux_pointwise blob (c = N_SA-1..0, r = 0..ROW-1 ->
+// W[kern * N_SA + r][chan * ROW + c]), written here from the spec formula.
+TEST(ConvKernelsLayer, PointwiseConvTypeOn16x1x16) {
+  const isa::SaArch arch = isa::kArch16x1x16;
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 8; ++trial) {
+    ConvSpec s = raw_spec();
+    s.ic = std::uniform_int_distribution<int>(1, 50)(rng);
+    s.kn = std::uniform_int_distribution<int>(1, 40)(rng);
+    s.kh = s.kw = 1;
+    s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = 0;
+    s.ih = 5, s.iw = 7;
+    s.on_chip_acc = trial % 2 == 0;
+    fill_random(s, 40 + static_cast<std::uint32_t>(trial));
+    const int kitr = static_cast<int>(cdiv(s.kn, 16)), citr = static_cast<int>(cdiv(s.ic, 16));
+    Bytes blob(up(static_cast<std::uint64_t>(kitr) * citr * 256, 32), 0);
+    for (int kern = 0; kern < kitr; ++kern)
+      for (int chan = 0; chan < citr; ++chan)
+        for (int ci = 0; ci < 16; ++ci)
+          for (int r = 0; r < 16; ++r) {
+            const int k = kern * 16 + r, c = chan * 16 + (15 - ci);
+            if (k < s.kn && c < s.ic)
+              blob[static_cast<std::size_t>(((kern * citr + chan) * 16 + ci) * 16 + r)] =
+                  static_cast<std::uint8_t>(s.w[static_cast<std::size_t>(k) * s.ic + c]);
+          }
+    auto edit = [&](ProgramBuilder& b) {
+      const std::uint32_t w_addr = b.add_blob(blob);
+      b.instructions[0]
+          .set(Field::CONV_ConvType, 2)
+          .set(Field::CONV_ChannelDuplicate, 0)
+          .set(Field::CONV_WeightStartAddress, w_addr)
+          .set(Field::CONV_WeightEndAddress, w_addr + blob.size());
+      b.instructions[1]
+          .set(Field::OutputBlock_ChannelItr, citr)
+          .set(Field::OutputBlock_AccEn, citr > 1 ? 1 : 0);
+    };
+    const auto expected = ref_conv(s);
+    const LayerResult scalar = run_layer(arch, s, ck::Impl::kScalar, edit);
+    EXPECT_EQ(scalar.out, expected) << "trial " << trial;
+    if (have_avx2()) {
+      EXPECT_EQ(run_layer(arch, s, ck::Impl::kAvx2, edit).out, expected);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace npukit::device
