@@ -107,6 +107,7 @@ Context lower(const ir::Graph& model, const CompileOptions& options) {
   lower_to_gati(ctx);
   fuse_tail(ctx);
   split_kernels(ctx);
+  work_around_errata(ctx);
   check_limits(ctx);
   return ctx;
 }
@@ -262,8 +263,8 @@ std::string explain(const CompileResult& r) {
                          it->second.c, it->second.h, it->second.w);
       }
     const auto& out = prog.tensors.at(n.outputs[0]);
-    writes = out.bytes;
-    s += fmt::format("  writes {:<28} {:>9} B at 0x{:08x} ({} {}x{}x{})\n", out.name, out.bytes,
+    writes = out.footprint;
+    s += fmt::format("  writes {:<28} {:>9} B at 0x{:08x} ({} {}x{}x{})\n", out.name, out.footprint,
                      out.address, kind_name(out.kind), out.c, out.h, out.w);
     for (int b : {l.weights, l.bias})
       if (b >= 0) {

@@ -23,7 +23,7 @@ struct CompileResult {
   isa::Manifest manifest;                            // host subgraph file names filled in
 };
 
-// Front end and lowering only (passes 1-8): what `npukit compare` runs on the reference
+// Front end and lowering only (passes 1-10): what `npukit compare` runs on the reference
 // executor. The graph's device nodes are npukit.gati ops, the rest unchanged ONNX.
 Context lower(const ir::Graph& model, const CompileOptions& options);
 

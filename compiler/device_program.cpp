@@ -138,18 +138,23 @@ DeviceProgram collect_device_program(const Context& ctx) {
       l.dispatch = true;
     }
   }
-  for (auto& [name, t] : prog.tensors) {
+  auto size_of = [&](const DeviceTensor& t, std::int64_t channels) -> std::uint64_t {
     switch (t.kind) {
       case TensorKind::kActivation:
-        t.bytes = isa::activation_bytes(t.c, t.h, t.w, prog.arch);
-        break;
+        return isa::activation_bytes(channels, t.h, t.w, prog.arch);
       case TensorKind::kActivation32:
-        t.bytes = 4 * isa::activation_bytes(t.c, t.h, t.w, prog.arch);
-        break;
+        return 4 * isa::activation_bytes(channels, t.h, t.w, prog.arch);
       case TensorKind::kVector:
-        t.bytes = isa::vector_bytes(t.c * t.h * t.w);
-        break;
+        return isa::vector_bytes(channels * t.h * t.w);
     }
+    return 0;
+  };
+  for (auto& [name, t] : prog.tensors) t.footprint = t.bytes = size_of(t, t.c);
+  for (const auto& l : prog.layers) {
+    const ir::Node& n = g.nodes[l.node];
+    if (l.opcode != isa::Opcode::CONV) continue;
+    DeviceTensor& out = prog.tensors.at(n.outputs[0]);
+    out.footprint = size_of(out, conv_geometry(g, n, prog.arch).kn);
   }
   return prog;
 }

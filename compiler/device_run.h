@@ -52,6 +52,10 @@ inline std::map<std::string, std::vector<std::int8_t>> run_on_device(
   device::Device dev(cfg);
   dev.receive_dwp(stream);
   if (stats) *stats = dev.stats();
+  // A program compiled for the hardware (no --allow-errata) must not hit any known erratum; the
+  // device model recognises them independently of the compiler.
+  if (!r.ctx.options.allow_errata)
+    for (const auto& w : dev.diagnostics().warnings()) EXPECT_TRUE(w.erratum.empty()) << w.text();
   const auto frames = isa::parse_dispatch_frames(dev.take_dispatch_output());
   std::map<std::string, std::vector<std::int8_t>> out;
   for (const auto& name : r.program.outputs) {
@@ -63,7 +67,7 @@ inline std::map<std::string, std::vector<std::int8_t>> run_on_device(
     for (const auto& f : frames)
       if (f.id == id) {
         found = true;
-        EXPECT_EQ(f.payload.size(), t.bytes) << name;
+        EXPECT_EQ(f.payload.size(), t.footprint) << name;  // all its producer wrote
         if (t.kind == TensorKind::kVector)
           out[name].assign(reinterpret_cast<const std::int8_t*>(f.payload.data()),
                            reinterpret_cast<const std::int8_t*>(f.payload.data()) + t.c);
@@ -102,6 +106,7 @@ inline std::map<std::string, std::vector<std::int8_t>> run_unsplit_on_reference(
   ctx.options = options;
   ctx.graph = model;
   fuse_batchnorm(ctx);
+  normalize_quantization(ctx);
   canonicalize_qdq(ctx);
   assign_devices(ctx);
   lower_to_gati(ctx);

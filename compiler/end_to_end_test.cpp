@@ -154,22 +154,29 @@ TEST(EndToEnd, ResidualAddSigmoidLeakyConcatResize) {
 TEST(EndToEnd, SplitKernelEqualsTheUnsplitConv) {
   // A 5x5 conv runs as 5 one-row pieces accumulated through int32 accumulants on the device; the
   // result must equal the reference's single 5x5 GatiConv (the lowering before split_kernels).
-  for (const isa::SaArch& arch : {isa::kArch9x8x8, isa::kArch9x4x4}) {
+  // With 3 kernels on 9,4,4 every piece has an odd KernelItr and is followed by another piece:
+  // the whole chain is padded to 8 kernels (work_around_errata).
+  for (const auto& [arch, kn] : {std::pair{isa::kArch9x8x8, 6}, std::pair{isa::kArch9x4x4, 6},
+                                 std::pair{isa::kArch9x4x4, 3}}) {
     GraphBuilder b;
     b.input("x", ir::DType::kInt8, {1, 5, 9, 11});
-    auto y = b.qconv("conv", "x", 0.05f, random_int8(6 * 5 * 25, 51), {6, 5, 5, 5}, 0.01f, 0.3f,
-                     bias(6, 52), {2, 1, 2, 3});
+    auto y = b.qconv("conv", "x", 0.05f, random_int8(kn * 5 * 25, 51), {kn, 5, 5, 5}, 0.01f, 0.3f,
+                     bias(static_cast<std::size_t>(kn), 52), {2, 1, 2, 3});
     auto r = b.relu("relu", y);
     b.g.outputs = {r};
     CompileOptions opt;
     opt.arch = arch;
     const CompileResult res = compile(b.g, opt);
     ASSERT_EQ(res.program.layers.size(), 5u);
+    for (const auto& l : res.program.layers)
+      EXPECT_EQ(l.instructions[0].get(isa::Field::CONV_KN), kn == 3 ? 8u : 6u);
     const auto inputs = random_inputs(b.g, 53);
     const auto dev = testing::run_on_device(res, inputs);
     Context whole;
     whole.options = opt;
     whole.graph = b.g;
+    normalize_quantization(whole);
+    canonicalize_qdq(whole);
     assign_devices(whole);
     lower_to_gati(whole);
     fuse_tail(whole);
@@ -178,8 +185,65 @@ TEST(EndToEnd, SplitKernelEqualsTheUnsplitConv) {
     const ir::Tensor& expect = ref.at(r);
     ASSERT_EQ(dev.at(r).size(), expect.data.size());
     EXPECT_EQ(std::memcmp(dev.at(r).data(), expect.data.data(), expect.data.size()), 0)
-        << arch.str();
+        << arch.str() << " " << kn << " kernels";
   }
+}
+
+TEST(EndToEnd, OddKernelIterationBeforeAConvIsPaddedOn9x4x4) {
+  // conv (5 kernels: KernelItr 2 on 9,4,4, fine) -> conv (3 kernels: KernelItr 1, odd) -> conv.
+  // The second conv computes 8 kernels, 5 of them all zero, so the third does not follow an odd
+  // KernelItr (gati.md 14.6); its 3 real channels and everything downstream are unchanged.
+  GraphBuilder b;
+  b.input("x", ir::DType::kInt8, {1, 3, 7, 9});
+  auto a = b.qconv("c1", "x", 0.05f, random_int8(5 * 3 * 9, 71), {5, 3, 3, 3}, 0.01f, 0.1f,
+                   bias(5, 72), {1, 1, 1, 1});
+  a = b.qconv("c2", a, 0.1f, random_int8(3 * 5 * 9, 73), {3, 5, 3, 3}, 0.01f, 0.1f, bias(3, 74),
+              {1, 1, 1, 1});
+  a = b.qconv("c3", a, 0.1f, random_int8(6 * 3 * 9, 75), {6, 3, 3, 3}, 0.01f, 0.1f, bias(6, 76),
+              {1, 1, 1, 1});
+  b.g.outputs = {a};
+  CompileOptions opt;
+  opt.arch = isa::kArch9x4x4;
+  const CompileResult r = compile(b.g, opt);
+  ASSERT_EQ(r.program.layers.size(), 3u);
+  const auto conv_field = [&](int layer, isa::Field f) {
+    return r.program.layers[static_cast<std::size_t>(layer)].instructions[0].get(f);
+  };
+  const auto kitr = [&](int layer) {
+    return r.program.layers[static_cast<std::size_t>(layer)].instructions[1].get(
+        isa::Field::OutputBlock_KernelItr);
+  };
+  EXPECT_EQ(conv_field(0, isa::Field::CONV_KN), 5u);
+  EXPECT_EQ(conv_field(1, isa::Field::CONV_KN), 8u);
+  EXPECT_EQ(kitr(1), 2u);
+  EXPECT_EQ(conv_field(2, isa::Field::CONV_KN), 6u);  // the last conv is followed by no conv
+  EXPECT_EQ(conv_field(2, isa::Field::CONV_IC), 3u);
+  // c2's weight blob: 2 kernel iterations x 2 channel iterations of 9x4x4 bytes; the second
+  // kernel iteration holds kernels 4..7, all padding, so all of it is zero.
+  const auto& w = r.program.blobs[static_cast<std::size_t>(r.program.layers[1].weights)].bytes;
+  ASSERT_EQ(w.size(), 2u * 2 * 144);
+  for (std::size_t i = 2 * 144; i < w.size(); ++i) EXPECT_EQ(w[i], 0) << i;
+  // c2's output region holds 8 channels (2 groups); c3 reads the first group only.
+  const auto& mid = r.program.tensors.at(r.ctx.graph.nodes[r.program.layers[1].node].outputs[0]);
+  EXPECT_EQ(mid.bytes, 4u * 64);      // 3 channels: 1 group of 4 x ceil_mod(7 * 9, 8) pixels
+  EXPECT_EQ(mid.footprint, 8u * 64);  // 8 channels: 2 groups
+  EXPECT_EQ(conv_field(2, isa::Field::CONV_ImageEndAddress),
+            conv_field(2, isa::Field::CONV_ImageStartAddress) + 4 * 64);
+  EXPECT_NE(::testing::PrintToString(r.manifest.warnings).find("'c2': computes 8 kernels"),
+            std::string::npos);
+  // Bit-exact against the reference, and the device model sees no erratum (run_on_device).
+  expect_device_equals_reference(b.g, isa::kArch9x4x4, 77);
+  // Dispatching the padded layer's output gives the host its 3 real channels.
+  opt.dispatch = {"c2"};
+  const CompileResult d = compile(b.g, opt);
+  const auto inputs = random_inputs(b.g, 78);
+  const auto dev = testing::run_on_device(d, inputs);
+  const auto ref = testing::run_on_reference(d.ctx, d.program, inputs);
+  for (const auto& [name, values] : ref) EXPECT_EQ(dev.at(name), values) << name;
+  // With --allow-errata the program is left as the model says.
+  opt.dispatch.clear();
+  opt.allow_errata = true;
+  EXPECT_EQ(compile(b.g, opt).program.layers[1].instructions[0].get(isa::Field::CONV_KN), 3u);
 }
 
 TEST(EndToEnd, FirstLayerPoolGetsAnEmptyTailBlock) {

@@ -33,14 +33,21 @@ struct Outcome {
   std::size_t device_layers = 0, values = 0, differ = 0;
 };
 
+// Compiles for the hardware; a model the compiler refuses because it would hit a v1.0.0 erratum
+// that has no workaround is compiled with --allow-errata instead (the device model computes the
+// intended result, DECISIONS.md 18), so what the compiler emits is checked either way.
 Outcome check(const ir::Graph& int8_model, const std::vector<ref::TensorMap>& samples,
               const isa::SaArch& arch) {
   CompileOptions opt;
   opt.arch = arch;
-  // Errata are checked separately; here the point is that what the compiler emits computes the
-  // lowered graph exactly (the device model computes the intended result, DECISIONS.md 18).
-  opt.allow_errata = true;
-  const CompileResult r = compile(int8_model, opt);
+  CompileResult r;
+  try {
+    r = compile(int8_model, opt);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("erratum"), std::string::npos) << e.what();
+    opt.allow_errata = true;
+    r = compile(int8_model, opt);
+  }
   Outcome o;
   o.device_layers = r.program.layers.size();
   for (const auto& sample : samples) {
@@ -74,15 +81,10 @@ TEST_P(FloatModels, QuantizedCompiledAndBitExactOnTheDevice) {
   ASSERT_FALSE(samples.empty());
   const ir::Graph q = quant::quantize(model, samples, {});
   for (const isa::SaArch& arch : isa::kSupportedArchs) {
-    if (arch == isa::kArch9x4x4) {
-      // Models whose first conv has <= 4 kernels (KernelItr 1) followed by a conv hit the 9,4,4
-      // odd-KernelItr erratum: the compiler must refuse them, naming it; simulation still works.
-      try {
-        compile(q, CompileOptions{arch, {}, 512, false});
-      } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("odd KernelItr"), std::string::npos) << e.what();
-      }
-    }
+    // On 9,4,4 and 9,8,8 every fixture compiles for the hardware: the odd-KernelItr erratum is
+    // worked around by padding kernels, and no fixture has a tall 3x3 input or conv-pool-pool.
+    if (arch != isa::kArch16x1x16)
+      EXPECT_NO_THROW(compile(q, CompileOptions{arch, {}, 512, false}));
     const Outcome o = check(q, samples, arch);
     EXPECT_GT(o.device_layers, 0u) << arch.str();
     EXPECT_GT(o.values, 0u);

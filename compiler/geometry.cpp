@@ -34,7 +34,8 @@ ConvGeometry conv_geometry(const ir::Graph& g, const ir::Node& conv, const isa::
   c.ic = x.shape[1];
   c.ih = x.shape[2];
   c.iw = x.shape[3];
-  c.kn = w.shape[0];
+  c.kn_weights = w.shape[0];
+  c.kn = std::max(c.kn_weights, conv.get_int("kernel_count_padded", 0));
   c.kh = w.shape[2];
   c.kw = w.shape[3];
   const auto strides = conv.get_ints("strides", {1, 1});

@@ -14,7 +14,10 @@ namespace npukit::compiler {
 struct ConvGeometry {
   std::int64_t ic = 0, ih = 0, iw = 0;          // input (real sizes)
   std::int64_t kn = 0, kc = 0, kh = 0, kw = 0;  // kh: rows this (maybe split) piece runs
-  std::int64_t row_offset = 0;                  // first kernel row of a split piece
+  // Kernels in the model's weight tensor; kn (what the array computes) is larger when
+  // work_around_errata pads the layer with all-zero kernels (attribute kernel_count_padded).
+  std::int64_t kn_weights = 0;
+  std::int64_t row_offset = 0;  // first kernel row of a split piece
   std::int64_t stride_h = 1, stride_w = 1;
   std::int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;  // may be < 0 (row skip)
   std::int64_t oh = 0, ow = 0;

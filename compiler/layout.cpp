@@ -8,15 +8,15 @@ Bytes pack_conv_weights(std::span<const std::int8_t> oihw, const ConvGeometry& g
                         const isa::SaArch& arch) {
   const std::int64_t rows = arch.rows, cols = arch.cols, nsa = arch.n_sa;
   const std::int64_t kk = geo.kh * geo.kw;
-  if (static_cast<std::int64_t>(oihw.size()) != geo.kn * geo.kc * kk)
-    fail("pack_conv_weights: {} weights for [{}, {}, {}, {}]", oihw.size(), geo.kn, geo.kc, geo.kh,
-         geo.kw);
+  if (static_cast<std::int64_t>(oihw.size()) != geo.kn_weights * geo.kc * kk)
+    fail("pack_conv_weights: {} weights for [{}, {}, {}, {}]", oihw.size(), geo.kn_weights, geo.kc,
+         geo.kh, geo.kw);
   if (kk > rows)
     fail("pack_conv_weights: a {}x{} kernel does not fit {} array rows", geo.kh, geo.kw, rows);
   const std::uint64_t raw = static_cast<std::uint64_t>(geo.kitr * geo.citr * rows * cols * nsa);
   Bytes out(ceil_mod(raw, 32), 0);
   auto weight = [&](std::int64_t k, std::int64_t c, std::int64_t srow) -> std::uint8_t {
-    if (k >= geo.kn || c >= geo.kc || srow >= kk) return 0;
+    if (k >= geo.kn_weights || c >= geo.kc || srow >= kk) return 0;  // padding kernels are 0
     return static_cast<std::uint8_t>(oihw[(k * geo.kc + c) * kk + srow]);
   };
   std::size_t pos = 0;

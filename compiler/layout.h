@@ -20,7 +20,7 @@ namespace npukit::compiler {
 // CONV weights [KN][KC][KH][KW] int8 (OIHW) -> the weight blob (gati.md 6.2):
 //   regular, 1x1 and ChannelDuplicate: for kern < kitr, chan < citr, srow = ROW-1 .. 0,
 //   schan < chan_dim, skern < kern_dim: W[kern*kern_dim + skern][chan*chan_dim + schan][srow]
-//   (srow = kh*KW + kw), 0 out of range;
+//   (srow = kh*KW + kw), 0 out of range (and for the padding kernels kn_weights <= k < kn);
 //   depthwise (14.1, diagonal): byte (kern, srow, j, j) = W[kern*N_SA + j][0][srow], 0 elsewhere;
 //   depthwise on 16,1,16 (not RTL-verified): byte (kern, srow, 0, j) = W[kern*N_SA + j][0][srow];
 //   pointwise (16,1,16, gati.md 6.2): for ki, ci, c = N_SA-1 .. 0, r < ROW: W[ki*N_SA + r][ci*ROW +

@@ -1,9 +1,10 @@
-// Pass 11, allocate_buffers: places every device tensor in one I/O arena so that tensors alive at
+// Pass 12, allocate_buffers: places every device tensor in one I/O arena so that tensors alive at
 // the same time never overlap and dead ones are reused (gaticc's register allocator did the same
 // with equal-size ping-pong registers; first-fit over live ranges packs tighter). A tensor is alive
 // from the layer that writes it (the host, before the start, for device inputs) to the last layer
 // that reads it; device outputs stay alive to the end so the host can read them back from DRAM
-// after the run as well as from the dispatch frames. Offsets are multiples of 32 (gati.md 6).
+// after the run as well as from the dispatch frames. Offsets are multiples of 32 (gati.md 6). A
+// tensor occupies its footprint, what its producer writes (see DeviceTensor).
 #include "compiler/backend.h"
 
 #include <algorithm>
@@ -21,7 +22,7 @@ void allocate_buffers(const Context& ctx, DeviceProgram& prog) {
   // Earlier tensors first; among equals, inputs in graph order, then bigger first.
   std::stable_sort(order.begin(), order.end(), [](const DeviceTensor* a, const DeviceTensor* b) {
     if (a->produced_at != b->produced_at) return a->produced_at < b->produced_at;
-    return a->bytes > b->bytes;
+    return a->footprint > b->footprint;
   });
   std::vector<Placed> placed;
   std::uint64_t arena = 0;
@@ -33,12 +34,12 @@ void allocate_buffers(const Context& ctx, DeviceProgram& prog) {
     std::sort(busy.begin(), busy.end());
     std::uint64_t offset = 0;
     for (const auto& [b, e] : busy) {
-      if (offset + t->bytes <= b) break;
+      if (offset + t->footprint <= b) break;
       offset = std::max(offset, ceil_mod(e, 32));
     }
     t->arena_offset = offset;
-    placed.push_back({offset, t->bytes, t->produced_at, t->last_used_at});
-    arena = std::max(arena, offset + t->bytes);
+    placed.push_back({offset, t->footprint, t->produced_at, t->last_used_at});
+    arena = std::max(arena, offset + t->footprint);
   }
   prog.arena_bytes = ceil_mod(arena, 32);
 }

@@ -1,11 +1,11 @@
-// Pass 9, check_limits: everything the hardware cannot do is an error here, naming the layer and
+// Pass 10, check_limits: everything the hardware cannot do is an error here, naming the layer and
 // the limit, rather than a field that silently wraps later. Two kinds of checks:
 //   * field widths and block limits of ISA v16 (image width/height <= 1023, channels <= 4095,
 //     stride <= 4 and equal on both axes, pads 0..7, FC input <= fcbuf 32768, ...);
 //   * the known v1.0.0 errata (gati.md 14.6, DECISIONS.md 18). By default the compiler refuses a
 //     program that would hang or corrupt and says why; --allow-errata turns the refusal into a
-//     warning for simulation-only work. The one erratum with a cheap workaround (a POOL as the
-//     first megablock needs a TailBlock) is worked around by generate_instructions, not refused.
+//     warning for simulation-only work. Errata with an exact workaround were already avoided by
+//     work_around_errata (pass 9); what reaches this pass unchanged is refused.
 #include "common/error.h"
 #include "compiler/geometry.h"
 #include "compiler/passes.h"

@@ -1,4 +1,4 @@
-// Pass 10, convert_layouts: turns each layer's logical weights and biases into the DRAM blobs the
+// Pass 11, convert_layouts: turns each layer's logical weights and biases into the DRAM blobs the
 // megablocks read (compiler/layout.h has the arithmetic; gati.md 6.2 and 14.1). Blobs are listed in
 // the stream order of gati.md 4: per layer in execution order, its weights then its bias.
 // Activations are converted at run time by the runtime with the same layout functions.
@@ -57,7 +57,8 @@ void convert_layouts(const Context& ctx, DeviceProgram& prog) {
       prog.blobs.push_back({n.name, "weights", pack_conv_weights(data, geo, prog.arch)});
       layer.bias = static_cast<int>(prog.blobs.size());
       prog.blobs.push_back(
-          {n.name, "bias", pack_conv_bias(bias_values(g, n, 2, geo.kn), geo.kn, prog.arch)});
+          {n.name, "bias",
+           pack_conv_bias(bias_values(g, n, 2, geo.kn_weights), geo.kn, prog.arch)});
     } else if (layer.opcode == isa::Opcode::FC) {
       const ir::Tensor& w = g.tensor(n.inputs[1]);
       const std::int64_t m = w.shape.at(0), k = w.shape.at(1);

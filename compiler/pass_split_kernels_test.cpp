@@ -150,6 +150,29 @@ TEST(CheckLimits, OddKernelItrOn9x4x4) {
   EXPECT_EQ(limit_error(b.g), "");
 }
 
+TEST(CheckLimits, OddKernelItrAfterADepthwiseConvCannotBePaddedAway) {
+  // A depthwise conv's kernels are its input channels: work_around_errata pads regular convs only.
+  GraphBuilder b;
+  b.input("x", ir::DType::kInt8, {1, 4, 8, 8});
+  auto dw = b.qconv("dw", "x", 0.02f, std::vector<std::int8_t>(4 * 9, 1), {4, 1, 3, 3}, 0.01f,
+                    0.05f, {}, {1, 1, 1, 1}, 1, 4);
+  auto c = b.qconv("conv", dw, 0.05f, std::vector<std::int8_t>(4 * 4 * 9, 1), {4, 4, 3, 3}, 0.01f,
+                   0.05f, {}, {1, 1, 1, 1});
+  b.g.outputs = {c};
+  CompileOptions small;
+  small.arch = isa::kArch9x4x4;
+  Context ctx = lowered(b.g, small);
+  work_around_errata(ctx);
+  EXPECT_FALSE(ctx.graph.nodes[0].has("kernel_count_padded"));
+  try {
+    check_limits(ctx);
+    ADD_FAILURE() << "expected the odd-KernelItr erratum to be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("odd KernelItr (1, layer 'dw')"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(CheckLimits, ConvPoolPoolIsRefused) {
   GraphBuilder b;
   b.input("x", ir::DType::kInt8, {1, 8, 8, 8});

@@ -111,19 +111,23 @@ TEST(CompileCli, FloatModelsAreRefusedWithAHint) {
   EXPECT_FALSE(fs::exists("/tmp/npukit_never/model.gml"));
 }
 
-TEST(CompileCli, ErrataAreRefusedUnlessAllowed) {
-  // big_kernels' first conv has 4 kernels (KernelItr 1 on 9,4,4) followed by another conv.
+TEST(CompileCli, ErrataAreWorkedAroundOrRefusedUnlessAllowed) {
+  // big_kernels' first conv has 4 kernels (KernelItr 1 on 9,4,4) followed by another conv: padded
+  // to 8 kernels on 9,4,4 with a warning. 16,1,16 chained programs have no workaround: refused.
   const fs::path dir = temp_dir("errata");
   const fs::path q = dir / "big.int8.onnx";
   Result r = run("quantize " + kRoot + "/fixtures/models/big_kernels.onnx --calib " + kRoot +
                  "/fixtures/models/big_kernels.input_0.npy -o " + q.string());
   ASSERT_EQ(r.status, 0) << r.out;
   r = run("compile " + q.string() + " -o " + (dir / "p").string() + " --sa-arch 9,4,4");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("odd-KernelItr erratum"), std::string::npos) << r.out;
+  r = run("compile " + q.string() + " -o " + (dir / "p").string() + " --sa-arch 16,1,16");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("erratum"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--allow-errata"), std::string::npos) << r.out;
   r = run("compile " + q.string() + " -o " + (dir / "p").string() +
-          " --sa-arch 9,4,4 --allow-errata");
+          " --sa-arch 16,1,16 --allow-errata");
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("warning"), std::string::npos) << r.out;
   fs::remove_all(dir);

@@ -1,0 +1,79 @@
+// Pass 9, work_around_errata: changes the lowered program so it does not hit a known v1.0.0
+// erratum (gati.md 14.6, DECISIONS.md 18) where an exact workaround exists; check_limits then
+// refuses whatever is left. With --allow-errata (simulation only) the program stays as the model
+// says.
+//
+//  * 9,4,4: a conv that follows a conv whose KernelItr is odd produces wrong output. The earlier
+//    conv computes extra all-zero kernels (zero weights, zero bias) up to an even KernelItr:
+//    attribute kernel_count_padded, which conv_geometry reads. Its real output channels are
+//    unchanged, the extra channel groups land after them in the 6.1 layout and nobody reads them
+//    (readers take a prefix of channel groups), so the lowered graph's meaning is unchanged. A
+//    depthwise conv cannot be padded this way (its kernels are its input channels): refused.
+//    Kernel-split pieces chained through their int32 sums are padded alike, since each piece
+//    reads the previous piece's sums for its own kernel count.
+//  * a POOL as the first megablock needs a TailBlock: generate_instructions emits an empty one.
+#include "compiler/geometry.h"
+#include "compiler/passes.h"
+
+#include <algorithm>
+#include <map>
+
+namespace npukit::compiler {
+
+namespace {
+
+// The GatiConv whose int32 sums `n` reads (a kernel-split piece's acc input), or nullptr.
+ir::Node* acc_producer(ir::Graph& g, const ir::Node& n) {
+  if (n.inputs.size() < 4 || n.inputs[3].empty()) return nullptr;
+  for (auto& p : g.nodes)
+    if (p.op_type == "GatiConv" && !p.outputs.empty() && p.outputs[0] == n.inputs[3]) return &p;
+  return nullptr;
+}
+
+void pad_odd_kernel_iterations(Context& ctx) {
+  ir::Graph& g = ctx.graph;
+  const isa::SaArch& arch = ctx.options.arch;
+  std::vector<ir::Node*> megablocks;
+  for (auto& n : g.nodes)
+    if (is_gati(n) && ctx.on_device(n.name)) megablocks.push_back(&n);
+  const std::int64_t even_kernels = 2 * static_cast<std::int64_t>(arch.cols);
+  bool changed = false;
+  for (std::size_t i = 0; i + 1 < megablocks.size(); ++i) {
+    ir::Node& n = *megablocks[i];
+    if (n.op_type != "GatiConv" || megablocks[i + 1]->op_type != "GatiConv") continue;
+    const ConvGeometry c = conv_geometry(g, n, arch);
+    if (c.kitr % 2 == 0 || c.depthwise) continue;
+    n.attributes["kernel_count_padded"] = (c.kn + even_kernels - 1) / even_kernels * even_kernels;
+    changed = true;
+  }
+  // Kernel-split chains: every piece computes as many kernels as the widest one.
+  while (changed) {
+    changed = false;
+    for (auto& n : g.nodes) {
+      if (n.op_type != "GatiConv") continue;
+      ir::Node* p = acc_producer(g, n);
+      if (!p) continue;
+      const std::int64_t a = n.get_int("kernel_count_padded", 0),
+                         b = p->get_int("kernel_count_padded", 0);
+      if (a == b) continue;
+      n.attributes["kernel_count_padded"] = p->attributes["kernel_count_padded"] = std::max(a, b);
+      changed = true;
+    }
+  }
+  for (auto* n : megablocks)
+    if (n->has("kernel_count_padded"))
+      ctx.warnings.push_back(
+          "layer '" + n->name + "': computes " +
+          std::to_string(n->get_int("kernel_count_padded", 0)) +
+          " kernels (the extra ones all zero) so the next conv avoids the 9,4,4 odd-KernelItr "
+          "erratum");
+}
+
+}  // namespace
+
+void work_around_errata(Context& ctx) {
+  if (ctx.options.allow_errata) return;
+  if (ctx.options.arch == isa::kArch9x4x4) pad_odd_kernel_iterations(ctx);
+}
+
+}  // namespace npukit::compiler
