@@ -1,5 +1,6 @@
 // Simulation speed of the device model's CONV on resnet18-shaped layers, fed as bytes: the whole
 // layer as a board receives it (DWP decode, weight mapping, conv, tail, write-back).
+#include "device/conv_kernels.h"
 #include "device/device.h"
 #include "device/test_programs.h"
 
@@ -11,8 +12,10 @@ using namespace npukit::device;
 using namespace npukit::device::testing;
 
 // Args: array index (kSupportedArchs), channels in, channels out, input size (square), kernel
-// size (square), stride, depthwise.
+// size (square), stride, depthwise, and for BM_ConvScalar the conv arithmetic forced to the
+// scalar reference path (what a CPU without AVX2 runs).
 void BM_Conv(benchmark::State& state) {
+  conv_kernels::set_impl(state.range(7) ? conv_kernels::Impl::kScalar : conv_kernels::Impl::kAuto);
   const npukit::isa::SaArch arch = npukit::isa::kSupportedArchs[state.range(0)];
   ConvSpec s;
   s.ic = static_cast<int>(state.range(1));
@@ -49,21 +52,25 @@ void BM_Conv(benchmark::State& state) {
   state.counters["MAC/s"] = benchmark::Counter(macs, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["sim_cycles"] = static_cast<double>(cycles);
   state.SetLabel(arch.str());
+  conv_kernels::set_impl(conv_kernels::Impl::kAuto);
 }
 BENCHMARK(BM_Conv)
-    ->ArgNames({"arch", "ic", "kn", "hw", "k", "s", "dw"})
+    ->ArgNames({"arch", "ic", "kn", "hw", "k", "s", "dw", "scalar"})
     // resnet18 layer1..layer4 3x3 convs
-    ->Args({0, 64, 64, 56, 3, 1, 0})
-    ->Args({1, 64, 64, 56, 3, 1, 0})
-    ->Args({2, 64, 64, 56, 3, 1, 0})
-    ->Args({1, 128, 128, 28, 3, 1, 0})
-    ->Args({1, 256, 256, 14, 3, 1, 0})
-    ->Args({1, 512, 512, 7, 3, 1, 0})
+    ->Args({0, 64, 64, 56, 3, 1, 0, 0})
+    ->Args({1, 64, 64, 56, 3, 1, 0, 0})
+    ->Args({2, 64, 64, 56, 3, 1, 0, 0})
+    ->Args({1, 128, 128, 28, 3, 1, 0, 0})
+    ->Args({1, 256, 256, 14, 3, 1, 0, 0})
+    ->Args({1, 512, 512, 7, 3, 1, 0, 0})
     // resnet18 layer2's first conv (stride 2) and its 1x1 stride-2 downsample
-    ->Args({1, 64, 128, 56, 3, 2, 0})
-    ->Args({1, 64, 128, 56, 1, 2, 0})
+    ->Args({1, 64, 128, 56, 3, 2, 0, 0})
+    ->Args({1, 64, 128, 56, 1, 2, 0, 0})
     // a mobilenet-style depthwise 3x3
-    ->Args({1, 64, 64, 56, 3, 1, 1})
+    ->Args({1, 64, 64, 56, 3, 1, 1, 0})
+    // the scalar path
+    ->Args({1, 64, 64, 56, 3, 1, 0, 1})
+    ->Args({1, 512, 512, 7, 3, 1, 0, 1})
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace
