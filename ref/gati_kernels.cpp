@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "ir/tensor_util.h"
 #include "ref/gati_tanh.h"
+#include "ref/int_conv.h"
 #include "ref/onnx_common.h"
 
 namespace npukit::ref::gati {
@@ -114,16 +115,15 @@ Tensor conv(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* 
       fail("{}: accumulant shape {} differs from the output shape {}", op,
            ir::shape_string(acc_in->shape), ir::shape_string({n, kn, oh, ow}));
   }
-  // The plain NCHW convolution loop shared with the ONNX kernels (ref/onnx_common.h), in exact
-  // 64-bit integers with zero padding.
+  // The exact integer convolution shared with QLinearConv (ref/int_conv.h), zero padding.
   WindowGeometry g;
   g.in_h = h, g.in_w = wd, g.out_h = oh, g.out_w = ow, g.kernel_h = kh, g.kernel_w = kw;
   g.stride_h = p.stride_h, g.stride_w = p.stride_w;
   g.pad_top = p.pad_top, g.pad_left = p.pad_left, g.pad_bottom = p.pad_bottom,
   g.pad_right = p.pad_right;
   std::vector<std::int64_t> acc(static_cast<std::size_t>(n * kn * oh * ow), 0);
-  convolve<std::int8_t, std::int8_t, std::int64_t>(x.as<std::int8_t>(), w.as<std::int8_t>(),
-                                                   acc.data(), n, c, kn, p.group, g, 0, {0});
+  convolve_int<std::int8_t, std::int8_t>(x.as<std::int8_t>(), w.as<std::int8_t>(), acc.data(), n, c,
+                                         kn, p.group, g, 0, {0});
   // Accumulant add, then bias add (gati.md 7.2).
   for (std::int64_t b = 0; b < n; ++b)
     for (std::int64_t k = 0; k < kn; ++k)

@@ -3,6 +3,7 @@
 // accumulation, requantization in float32 with round half to even, then saturation.
 #include <cmath>
 
+#include "ref/int_conv.h"
 #include "ref/kernel_registry.h"
 #include "ref/onnx_common.h"
 
@@ -160,9 +161,8 @@ Outputs qlinear_conv(const ir::Node& node, const OpInputs& in) {
     for (std::int64_t i = 0; i < n * m; ++i)
       std::fill_n(acc.data() + i * area, area, b->as<std::int32_t>()[i % m]);
   }
-  convolve<std::int32_t, std::int32_t, std::int64_t>(
-      xv.data(), wv.data(), acc.data(), n, c, m, group, g, x_zero,
-      std::vector<std::int64_t>(w_zero.begin(), w_zero.end()));
+  convolve_int<std::int32_t, std::int32_t>(xv.data(), wv.data(), acc.data(), n, c, m, group, g,
+                                           x_zero, w_zero);
   std::vector<float> multiplier;
   for (float ws : w_scale) multiplier.push_back(x_scale * ws / y_scale);
   return one(requantize(acc, shape, multiplier,
