@@ -1,6 +1,6 @@
 // The back end's view of the device part: the lowered npukit.gati layers in execution order, the
 // device tensors with their DRAM placement, the weight/bias blobs and the instructions. Filled in
-// by passes 11-15 (see compiler/passes.h), each adding one kind of fact.
+// by passes 12-16 (see compiler/passes.h), each adding one kind of fact.
 #pragma once
 
 #include "common/bytes.h"
@@ -28,7 +28,7 @@ struct DeviceTensor {
   std::int64_t c = 0, h = 1, w = 1;
   std::uint64_t bytes = 0;  // the tensor as its readers see it (C' * P', gati.md 6.1)
   // What the producing megablock writes: more than `bytes` for a conv padded with all-zero
-  // kernels (work_around_errata), whose extra channel groups nobody reads.
+  // kernels (pad_kernel_iterations), whose extra channel groups nobody reads.
   std::uint64_t footprint = 0;
   int produced_at = -1;  // layer index; -1 for a device input (written by the host)
   int last_used_at = -1;
@@ -71,7 +71,7 @@ struct DeviceProgram {
 // device) and decides which tensors the host writes and which it receives.
 DeviceProgram collect_device_program(const Context& ctx);
 
-// Passes 11-15.
+// Passes 12-16.
 void convert_layouts(const Context& ctx, DeviceProgram& prog);
 void allocate_buffers(const Context& ctx, DeviceProgram& prog);
 void assign_addresses(const Context& ctx, DeviceProgram& prog);

@@ -94,7 +94,7 @@ ir::Graph extract_subgraph(const ir::Graph& graph, const std::vector<std::string
   return sub;
 }
 
-Context lower(const ir::Graph& model, const CompileOptions& options) {
+Context lower_unsplit(const ir::Graph& model, const CompileOptions& options) {
   Context ctx;
   ctx.options = options;
   ctx.graph = model;
@@ -106,8 +106,14 @@ Context lower(const ir::Graph& model, const CompileOptions& options) {
   assign_devices(ctx);
   lower_to_gati(ctx);
   fuse_tail(ctx);
+  transpose_tall_images(ctx);
+  return ctx;
+}
+
+Context lower(const ir::Graph& model, const CompileOptions& options) {
+  Context ctx = lower_unsplit(model, options);
   split_kernels(ctx);
-  work_around_errata(ctx);
+  pad_kernel_iterations(ctx);
   check_limits(ctx);
   return ctx;
 }

@@ -102,15 +102,7 @@ inline std::map<std::string, std::vector<std::int8_t>> run_on_reference(
 inline std::map<std::string, std::vector<std::int8_t>> run_unsplit_on_reference(
     const ir::Graph& model, const CompileOptions& options, const DeviceProgram& prog,
     const std::map<std::string, ir::Tensor>& inputs) {
-  Context ctx;
-  ctx.options = options;
-  ctx.graph = model;
-  fuse_batchnorm(ctx);
-  normalize_quantization(ctx);
-  canonicalize_qdq(ctx);
-  assign_devices(ctx);
-  lower_to_gati(ctx);
-  fuse_tail(ctx);
+  const Context ctx = lower_unsplit(model, options);
   std::vector<std::string> names;
   for (const auto& n : ctx.graph.nodes)
     if (is_gati(n) && ctx.on_device(n.name)) names.push_back(n.name);

@@ -155,7 +155,7 @@ TEST(EndToEnd, SplitKernelEqualsTheUnsplitConv) {
   // A 5x5 conv runs as 5 one-row pieces accumulated through int32 accumulants on the device; the
   // result must equal the reference's single 5x5 GatiConv (the lowering before split_kernels).
   // With 3 kernels on 9,4,4 every piece has an odd KernelItr and is followed by another piece:
-  // the whole chain is padded to 8 kernels (work_around_errata).
+  // the whole chain is padded to 8 kernels (pad_kernel_iterations).
   for (const auto& [arch, kn] : {std::pair{isa::kArch9x8x8, 6}, std::pair{isa::kArch9x4x4, 6},
                                  std::pair{isa::kArch9x4x4, 3}}) {
     GraphBuilder b;
@@ -172,14 +172,7 @@ TEST(EndToEnd, SplitKernelEqualsTheUnsplitConv) {
       EXPECT_EQ(l.instructions[0].get(isa::Field::CONV_KN), kn == 3 ? 8u : 6u);
     const auto inputs = random_inputs(b.g, 53);
     const auto dev = testing::run_on_device(res, inputs);
-    Context whole;
-    whole.options = opt;
-    whole.graph = b.g;
-    normalize_quantization(whole);
-    canonicalize_qdq(whole);
-    assign_devices(whole);
-    lower_to_gati(whole);
-    fuse_tail(whole);
+    const Context whole = lower_unsplit(b.g, opt);
     ref::TensorMap in{{"x", inputs.at("x")}};
     const auto ref = ref::run_graph(whole.graph, in);
     const ir::Tensor& expect = ref.at(r);

@@ -105,6 +105,27 @@ ConvGeometry conv_geometry(const ir::Graph& g, const ir::Node& conv, const isa::
   return c;
 }
 
+ConvGeometry transposed(ConvGeometry c) {
+  std::swap(c.ih, c.iw);
+  std::swap(c.kh, c.kw);
+  std::swap(c.oh, c.ow);
+  std::swap(c.stride_h, c.stride_w);
+  std::swap(c.pad_top, c.pad_left);
+  std::swap(c.pad_bottom, c.pad_right);
+  return c;
+}
+
+std::string tall_image_erratum(const ConvGeometry& c) {
+  if (!c.depthwise && c.kh == 3 && c.kw == 3 && c.stride_h == 1 && 2 * c.ih >= 3 * c.iw)
+    return fmt::format(
+        "a regular 3x3 stride-1 conv on a {}-high, {}-wide input (height >= 1.5 x width) never "
+        "finishes",
+        c.ih, c.iw);
+  // Seen with a 3x3 conv; which other convs it affects is unknown, so every conv avoids it.
+  if (c.ih == 48 && c.iw == 40) return "a 48-high by 40-wide conv input hangs";
+  return {};
+}
+
 PoolGeometry pool_geometry(const ir::Graph& g, const ir::Node& pool) {
   PoolGeometry p;
   const ir::Tensor& x = g.tensor(pool.inputs.at(0));

@@ -15,7 +15,7 @@ struct ConvGeometry {
   std::int64_t ic = 0, ih = 0, iw = 0;          // input (real sizes)
   std::int64_t kn = 0, kc = 0, kh = 0, kw = 0;  // kh: rows this (maybe split) piece runs
   // Kernels in the model's weight tensor; kn (what the array computes) is larger when
-  // work_around_errata pads the layer with all-zero kernels (attribute kernel_count_padded).
+  // pad_kernel_iterations pads the layer with all-zero kernels (attribute kernel_count_padded).
   std::int64_t kn_weights = 0;
   std::int64_t row_offset = 0;  // first kernel row of a split piece
   std::int64_t stride_h = 1, stride_w = 1;
@@ -32,6 +32,13 @@ struct ConvGeometry {
 };
 
 ConvGeometry conv_geometry(const ir::Graph& g, const ir::Node& conv, const isa::SaArch& arch);
+
+// The same conv on the transposed image with the transposed kernel (height and width swapped).
+ConvGeometry transposed(ConvGeometry c);
+
+// gati.md 14.6: a regular 3x3 stride-1 conv whose input is at least 1.5x taller than wide, or
+// exactly 48 high and 40 wide, never finishes on v1.0.0. Empty when `c` is fine, else what hangs.
+std::string tall_image_erratum(const ConvGeometry& c);
 
 struct PoolGeometry {
   std::int64_t ic = 0, ih = 0, iw = 0, kh = 0, kw = 0, stride_h = 0, stride_w = 0;

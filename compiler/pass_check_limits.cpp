@@ -1,11 +1,11 @@
-// Pass 10, check_limits: everything the hardware cannot do is an error here, naming the layer and
+// Pass 11, check_limits: everything the hardware cannot do is an error here, naming the layer and
 // the limit, rather than a field that silently wraps later. Two kinds of checks:
 //   * field widths and block limits of ISA v16 (image width/height <= 1023, channels <= 4095,
 //     stride <= 4 and equal on both axes, pads 0..7, FC input <= fcbuf 32768, ...);
 //   * the known v1.0.0 errata (gati.md 14.6, DECISIONS.md 18). By default the compiler refuses a
 //     program that would hang or corrupt and says why; --allow-errata turns the refusal into a
 //     warning for simulation-only work. Errata with an exact workaround were already avoided by
-//     work_around_errata (pass 9); what reaches this pass unchanged is refused.
+//     transpose_tall_images and pad_kernel_iterations; what reaches this pass is refused.
 #include "common/error.h"
 #include "compiler/geometry.h"
 #include "compiler/passes.h"
@@ -94,12 +94,9 @@ void check_limits(Context& ctx) {
       const bool split_piece = n.inputs.size() > 3 && !n.inputs[3].empty();
       if (c.depthwise && arch == isa::kArch16x1x16)
         errata.hit(n, "depthwise convolution on 16,1,16 mismatches on v1.0.0");
-      // A regular 3x3 stride-1 conv with IH >= 1.5 IW never finishes; so does a 48x40 input.
-      if (!c.depthwise && c.kh == 3 && c.kw == 3 && c.stride_h == 1 && 2 * c.ih >= 3 * c.iw)
-        errata.hit(n, "a regular 3x3 stride-1 conv on a " + std::to_string(c.ih) + "-high, " +
-                          std::to_string(c.iw) +
-                          "-wide input (height >= 1.5 x width) never finishes");
-      if (c.ih == 48 && c.iw == 40) errata.hit(n, "a 48-high by 40-wide conv input hangs");
+      // Tall inputs (transpose_tall_images turned the program sideways when that helps).
+      if (const std::string tall = tall_image_erratum(c); !tall.empty())
+        errata.hit(n, tall + " (transposing the device part would make another conv hang)");
       // 9,4,4: a conv after a conv whose KernelItr is odd produces wrong output.
       if (arch == isa::kArch9x4x4 && i > 0 && megablocks[i - 1]->op_type == "GatiConv") {
         const auto prev = conv_geometry(g, *megablocks[i - 1], arch);

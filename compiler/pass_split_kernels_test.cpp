@@ -151,7 +151,8 @@ TEST(CheckLimits, OddKernelItrOn9x4x4) {
 }
 
 TEST(CheckLimits, OddKernelItrAfterADepthwiseConvCannotBePaddedAway) {
-  // A depthwise conv's kernels are its input channels: work_around_errata pads regular convs only.
+  // A depthwise conv's kernels are its input channels: pad_kernel_iterations pads regular convs
+  // only.
   GraphBuilder b;
   b.input("x", ir::DType::kInt8, {1, 4, 8, 8});
   auto dw = b.qconv("dw", "x", 0.02f, std::vector<std::int8_t>(4 * 9, 1), {4, 1, 3, 3}, 0.01f,
@@ -162,7 +163,7 @@ TEST(CheckLimits, OddKernelItrAfterADepthwiseConvCannotBePaddedAway) {
   CompileOptions small;
   small.arch = isa::kArch9x4x4;
   Context ctx = lowered(b.g, small);
-  work_around_errata(ctx);
+  pad_kernel_iterations(ctx);
   EXPECT_FALSE(ctx.graph.nodes[0].has("kernel_count_padded"));
   try {
     check_limits(ctx);

@@ -12,15 +12,16 @@
 //  lowering (ONNX ops -> npukit.gati ops, docs/ref-ops.md)
 //   6. lower_to_gati         QLinear*/int8 ops -> Gati* with QuantScale/QuantShift folded in
 //   7. fuse_tail             Gati op + activation (+ global average pool) -> one TailBlock
-//   8. split_kernels         kernels taller than the array -> row bands accumulated via acc input
-//   9. work_around_errata    v1.0.0 errata with an exact workaround (9,4,4 odd KernelItr: padding)
-//  10. check_limits          field widths, stride, width; remaining errata refused
+//   8. transpose_tall_images a device part with tall 3x3 convs (a v1.0.0 hang) runs sideways
+//   9. split_kernels         kernels taller than the array -> row bands accumulated via acc input
+//  10. pad_kernel_iterations 9,4,4: a conv before a conv padded to an even KernelItr (erratum)
+//  11. check_limits          field widths, stride, width; remaining errata refused
 //  back end (npukit.gati graph -> DRAM image and instructions; compiler/backend.h)
-//  11. convert_layouts       weights/biases to DRAM blobs (gati.md 6.2, 14.1)
-//  12. allocate_buffers      device tensors -> buffers reused when dead
-//  13. assign_addresses      DRAM map, 32-B aligned, --ramsize check (gati.md 6)
-//  14. generate_instructions MEGA, OutputBlock, TailBlock, START per layer (gati.md 3.2, 4, 14)
-//  15. emit_gml              instruction blob + weight/bias packets (isa::encode_gml)
+//  12. convert_layouts       weights/biases to DRAM blobs (gati.md 6.2, 14.1)
+//  13. allocate_buffers      device tensors -> buffers reused when dead
+//  14. assign_addresses      DRAM map, 32-B aligned, --ramsize check (gati.md 6)
+//  15. generate_instructions MEGA, OutputBlock, TailBlock, START per layer (gati.md 3.2, 4, 14)
+//  16. emit_gml              instruction blob + weight/bias packets (isa::encode_gml)
 #pragma once
 
 #include "compiler/context.h"
@@ -34,8 +35,9 @@ void check_shapes(Context& ctx);
 void assign_devices(Context& ctx);
 void lower_to_gati(Context& ctx);
 void fuse_tail(Context& ctx);
+void transpose_tall_images(Context& ctx);
 void split_kernels(Context& ctx);
-void work_around_errata(Context& ctx);
+void pad_kernel_iterations(Context& ctx);
 void check_limits(Context& ctx);
 
 // The ops assign_devices may put on the device: QOperator/int8 ONNX ops that lower_to_gati

@@ -1,17 +1,15 @@
-// Pass 9, work_around_errata: changes the lowered program so it does not hit a known v1.0.0
-// erratum (gati.md 14.6, DECISIONS.md 18) where an exact workaround exists; check_limits then
-// refuses whatever is left. With --allow-errata (simulation only) the program stays as the model
-// says.
+// Pass 10, pad_kernel_iterations: on v1.0.0 9,4,4 a conv that follows a conv whose KernelItr is
+// odd produces wrong output (gati.md 14.6, DECISIONS.md 18). The earlier conv computes extra
+// all-zero kernels (zero weights, zero bias) up to an even KernelItr: attribute
+// kernel_count_padded, which conv_geometry reads. Its real output channels are unchanged, the
+// extra channel groups land after them in the 6.1 layout and nobody reads them (readers take a
+// prefix of channel groups), so the lowered graph's meaning is unchanged. A depthwise conv cannot
+// be padded this way (its kernels are its input channels): check_limits refuses it. Kernel-split
+// pieces chained through their int32 sums are padded alike, since each piece reads the previous
+// piece's sums for its own kernel count. With --allow-errata (simulation only) nothing changes.
 //
-//  * 9,4,4: a conv that follows a conv whose KernelItr is odd produces wrong output. The earlier
-//    conv computes extra all-zero kernels (zero weights, zero bias) up to an even KernelItr:
-//    attribute kernel_count_padded, which conv_geometry reads. Its real output channels are
-//    unchanged, the extra channel groups land after them in the 6.1 layout and nobody reads them
-//    (readers take a prefix of channel groups), so the lowered graph's meaning is unchanged. A
-//    depthwise conv cannot be padded this way (its kernels are its input channels): refused.
-//    Kernel-split pieces chained through their int32 sums are padded alike, since each piece
-//    reads the previous piece's sums for its own kernel count.
-//  * a POOL as the first megablock needs a TailBlock: generate_instructions emits an empty one.
+// (The other errata workarounds: transpose_tall_images, and the empty TailBlock a first-layer
+// POOL gets in generate_instructions.)
 #include "compiler/geometry.h"
 #include "compiler/passes.h"
 
@@ -71,9 +69,9 @@ void pad_odd_kernel_iterations(Context& ctx) {
 
 }  // namespace
 
-void work_around_errata(Context& ctx) {
-  if (ctx.options.allow_errata) return;
-  if (ctx.options.arch == isa::kArch9x4x4) pad_odd_kernel_iterations(ctx);
+void pad_kernel_iterations(Context& ctx) {
+  if (ctx.options.allow_errata || ctx.options.arch != isa::kArch9x4x4) return;
+  pad_odd_kernel_iterations(ctx);
 }
 
 }  // namespace npukit::compiler
