@@ -265,12 +265,13 @@ class Normalizer {
     for (std::size_t i = 0; i < g_.nodes.size(); ++i) {
       const Node n = g_.nodes[i];
       std::vector<Node> replacement;
+      if (n.outputs.empty() || n.inputs.empty()) continue;
       if (n.op_type == "QuantizeLinear" && is_onnx(n) && n.inputs.size() >= 2) {
         quantized[n.outputs[0]] = {n.inputs[1], input_or_empty(n, 2)};
       } else if (auto form = qop_form(n)) {
         if (is_foreign(n, *form)) replacement = expand_qop(n, *form);
         if (form->output)
-          quantized[n.outputs[0]] = {n.inputs[form->output->scale],
+          quantized[n.outputs[0]] = {input_or_empty(n, form->output->scale),
                                      input_or_empty(n, form->output->zero_point)};
       } else if (value_preserving(n) && quantized.count(n.inputs[0])) {
         const auto [scale, zp] = quantized.at(n.inputs[0]);
@@ -307,7 +308,9 @@ class Normalizer {
     std::vector<std::string> float_inputs;
     std::vector<QParams> params;
     for (const Operand& o : form.inputs) {
-      const std::string& q = n.inputs.at(o.value);
+      if (o.scale >= n.inputs.size() || n.inputs[o.value].empty())
+        fail("node '{}' ({}): input {} is missing", n.name, n.op_type, o.value);
+      const std::string& q = n.inputs[o.value];
       const QParams p = params_of(n, o);
       params.push_back(p);
       const auto rank = static_cast<std::int64_t>(shape_of(q).size());
