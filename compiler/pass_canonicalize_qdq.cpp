@@ -137,6 +137,7 @@ std::optional<std::string> bias_of(ir::Graph& g, const std::string& v, double ac
     const ir::Tensor* bq = g.find(d->q);
     if (!bq || !bq->is_constant()) return std::nullopt;
     const auto raw = constant_values(*bq);
+    if (d->scales.size() != 1 && d->scales.size() != raw.size()) return std::nullopt;
     bf.resize(raw.size());
     for (std::size_t i = 0; i < raw.size(); ++i)
       bf[i] =
@@ -149,7 +150,7 @@ std::optional<std::string> bias_of(ir::Graph& g, const std::string& v, double ac
   std::vector<std::int32_t> b(bf.size());
   for (std::size_t i = 0; i < bf.size(); ++i) {
     const double r = std::nearbyint(bf[i] / acc_scale);
-    if (std::fabs(r) > 2147483647.0)
+    if (!(std::fabs(r) <= 2147483647.0))  // also NaN
       fail("layer '{}': bias element {} ({}) does not fit int32 at scale {}", layer, i, bf[i],
            acc_scale);
     b[i] = static_cast<std::int32_t>(r);

@@ -105,9 +105,10 @@ std::optional<QParams> read_qparams(const Graph& g, const std::string& scale,
   p.dtype = omitted;
   p.scales = ir::to_float_vector(*s);
   if (p.scales.empty()) fail("scale '{}' is empty", scale);
+  // Above 1e30 a scale times an int16 or uint8 range no longer fits a float.
   for (float v : p.scales)
-    if (!std::isfinite(v) || v <= 0)
-      fail("scale '{}' holds {}; quantization scales must be finite and positive", scale, v);
+    if (!std::isfinite(v) || v <= 0 || v > 1e30f)
+      fail("scale '{}' holds {}; quantization scales must be positive and at most 1e30", scale, v);
   if (!zero_point.empty()) {
     const Tensor* z = constant(g, zero_point);
     if (!z) return std::nullopt;
@@ -394,7 +395,9 @@ class Normalizer {
     for (Node& n : g_.nodes) {
       if (n.op_type != "DequantizeLinear" || n.inputs.size() < 2) continue;
       const Tensor* w = constant(g_, n.inputs[0]);
-      if (!w || w->dtype == DType::kInt32) continue;  // biases: canonicalize_qdq rescales them
+      if (!w ||
+          (w->dtype != DType::kInt8 && w->dtype != DType::kUInt8 && w->dtype != DType::kInt16))
+        continue;  // int32 biases: canonicalize_qdq rescales them
       const auto p = qdq_params(g_, n);
       if (!p)
         fail("DequantizeLinear '{}': the scale or zero point of '{}' is not a constant", n.name,
@@ -403,6 +406,8 @@ class Normalizer {
       const std::vector<float> values = dequantize(*w, *p, n.get_int("axis", 1));
       float max_abs = 0;
       for (float v : values) max_abs = std::max(max_abs, std::fabs(v));
+      if (!std::isfinite(max_abs))
+        fail("weight '{}': its float values ({}) overflow a float", w->name, p->describe());
       const float scale = max_abs > 0 ? max_abs / 127.0f : 1.0f;
       std::vector<std::int8_t> q(values.size());
       for (std::size_t i = 0; i < values.size(); ++i)
