@@ -7,9 +7,9 @@
 #include <random>
 
 #include "common/error.h"
+#include "device/blocks_test_support.h"
 #include "device/device.h"
 #include "device/tanh_engine.h"
-#include "device/blocks_test_support.h"
 #include "device/test_programs.h"
 
 namespace npukit::device {
@@ -533,7 +533,11 @@ TEST(BlocksRobustness, RandomFieldsRunOrFailCleanly) {
                                {Field::NMS_ScoreEndAddr, 0x220}}),
        with(isa::Opcode::OutputBlock, {{Field::OutputBlock_OutputAddr, 0x400}})},
   };
-  for (const auto& [fn, mega, out] : valid) {
+  for (const auto& block : valid) {
+    // Named copies, not a structured binding: clang 14 cannot capture those in the lambda below.
+    const BlockFn fn = std::get<0>(block);
+    const isa::Instruction& mega = std::get<1>(block);
+    const isa::Instruction& out = std::get<2>(block);
     Dram dram(1 << 16);
     Diagnostics diag;
     EXPECT_EQ(error_of([&] { run_block(fn, isa::kArch9x4x4, dram, diag, mega, &out, nullptr); }),

@@ -731,7 +731,8 @@ std::string design_svg(const Design& d) {
     const double pad = (hi - lo) * 0.05;
     return std::pair{lo - pad, hi + pad};
   };
-  const auto [ylo, yhi] = range_of(ys, approx);
+  const auto y_range = range_of(ys, approx);  // no structured binding: captured below (clang 14)
+  const double ylo = y_range.first, yhi = y_range.second;
   double emax = 0;
   for (double e : errs) emax = std::max(emax, std::fabs(e));
   if (emax == 0) emax = 1e-12;
