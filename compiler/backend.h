@@ -1,6 +1,6 @@
 // The back end's view of the device part: the lowered npukit.gati layers in execution order, the
 // device tensors with their DRAM placement, the weight/bias blobs and the instructions. Filled in
-// by passes 12-16 (see compiler/passes.h), each adding one kind of fact.
+// by passes 13-17 (see compiler/passes.h), each adding one kind of fact.
 #pragma once
 
 #include "common/bytes.h"
@@ -71,7 +71,7 @@ struct DeviceProgram {
 // device) and decides which tensors the host writes and which it receives.
 DeviceProgram collect_device_program(const Context& ctx);
 
-// Passes 12-16.
+// Passes 13-17.
 void convert_layouts(const Context& ctx, DeviceProgram& prog);
 void allocate_buffers(const Context& ctx, DeviceProgram& prog);
 void assign_addresses(const Context& ctx, DeviceProgram& prog);

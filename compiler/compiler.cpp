@@ -104,6 +104,7 @@ Context lower_unsplit(const ir::Graph& model, const CompileOptions& options) {
   ctx.quantization = quant_params(ctx.graph);
   check_shapes(ctx);
   assign_devices(ctx);
+  legalize_host_ops(ctx);
   lower_to_gati(ctx);
   fuse_tail(ctx);
   transpose_tall_images(ctx);

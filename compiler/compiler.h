@@ -23,11 +23,11 @@ struct CompileResult {
   isa::Manifest manifest;                            // host subgraph file names filled in
 };
 
-// Front end and lowering only (passes 1-11): what `npukit compare` runs on the reference
+// Front end and lowering only (passes 1-12): what `npukit compare` runs on the reference
 // executor. The graph's device nodes are npukit.gati ops, the rest unchanged ONNX.
 Context lower(const ir::Graph& model, const CompileOptions& options);
 
-// The lowering up to, not including, split_kernels (passes 1-8): one GatiConv per model conv.
+// The lowering up to, not including, split_kernels (passes 1-9): one GatiConv per model conv.
 // For kernel-split programs the reference runs this as the ground truth the pieces must add up to.
 Context lower_unsplit(const ir::Graph& model, const CompileOptions& options);
 

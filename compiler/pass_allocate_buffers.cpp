@@ -1,4 +1,4 @@
-// Pass 13, allocate_buffers: places every device tensor in one I/O arena so that tensors alive at
+// Pass 14, allocate_buffers: places every device tensor in one I/O arena so that tensors alive at
 // the same time never overlap and dead ones are reused (gaticc's register allocator did the same
 // with equal-size ping-pong registers; first-fit over live ranges packs tighter). A tensor is alive
 // from the layer that writes it (the host, before the start, for device inputs) to the last layer

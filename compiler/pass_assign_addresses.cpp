@@ -1,4 +1,4 @@
-// Pass 14, assign_addresses: the DRAM map (gati.md 6, the one the RTL run used, section 4):
+// Pass 15, assign_addresses: the DRAM map (gati.md 6, the one the RTL run used, section 4):
 //
 //   0                      instruction region: zeroth + n instructions, (n+1)*32 bytes
 //   ...                    weights and biases, per layer in execution order, each 32-B aligned

@@ -1,4 +1,4 @@
-// Pass 11, check_limits: everything the hardware cannot do is an error here, naming the layer and
+// Pass 12, check_limits: everything the hardware cannot do is an error here, naming the layer and
 // the limit, rather than a field that silently wraps later. Two kinds of checks:
 //   * field widths and block limits of ISA v16 (image width/height <= 1023, channels <= 4095,
 //     stride <= 4 and equal on both axes, pads 0..7, FC input <= fcbuf 32768, ...);

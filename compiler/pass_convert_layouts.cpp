@@ -1,4 +1,4 @@
-// Pass 12, convert_layouts: turns each layer's logical weights and biases into the DRAM blobs the
+// Pass 13, convert_layouts: turns each layer's logical weights and biases into the DRAM blobs the
 // megablocks read (compiler/layout.h has the arithmetic; gati.md 6.2 and 14.1). Blobs are listed in
 // the stream order of gati.md 4: per layer in execution order, its weights then its bias.
 // Activations are converted at run time by the runtime with the same layout functions.

@@ -1,4 +1,4 @@
-// Pass 7, fuse_tail: a megablock's TailBlock quantizes, applies ReLU/Clip/LeakyReLU and (CONV
+// Pass 8, fuse_tail: a megablock's TailBlock quantizes, applies ReLU/Clip/LeakyReLU and (CONV
 // only) a global average pool in one pass (gati.md 7.2). So a GatiConv/GatiFC/GatiEltwise whose
 // only consumer is
 //   * a pure activation (the single-operand GatiEltwise "add" that lower_to_gati makes of Relu,

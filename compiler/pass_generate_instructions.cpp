@@ -1,4 +1,4 @@
-// Pass 15, generate_instructions: per layer, in execution order, exactly the group the v1.0.0 RTL
+// Pass 16, generate_instructions: per layer, in execution order, exactly the group the v1.0.0 RTL
 // ran (gati.md 4 and 14.10): MEGA_i, OutputBlock_i, [one merged TailBlock_i], START(i, N).
 // Field values follow the RTL-confirmed notes of gati.md 3.2:
 //   * all end addresses exclusive (End = Start + size), every address 32-byte aligned;

@@ -1,4 +1,4 @@
-// Pass 6, lower_to_gati: every device node (assign_devices) becomes one npukit.gati node
+// Pass 7, lower_to_gati: every device node (assign_devices) becomes one npukit.gati node
 // (docs/ref-ops.md), the contract shared with the reference executor: all integer parameters are
 // explicit attributes, so instruction generation only copies them into fields and
 // `npukit compare` runs exactly what the device is told to run.

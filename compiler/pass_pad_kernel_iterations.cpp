@@ -1,4 +1,4 @@
-// Pass 10, pad_kernel_iterations: on v1.0.0 9,4,4 a conv that follows a conv whose KernelItr is
+// Pass 11, pad_kernel_iterations: on v1.0.0 9,4,4 a conv that follows a conv whose KernelItr is
 // odd produces wrong output (gati.md 14.6, DECISIONS.md 18). The earlier conv computes extra
 // all-zero kernels (zero weights, zero bias) up to an even KernelItr: attribute
 // kernel_count_padded, which conv_geometry reads. Its real output channels are unchanged, the

@@ -1,4 +1,4 @@
-// Pass 9, split_kernels: the systolic array holds one kernel per column in its ROW rows (the
+// Pass 10, split_kernels: the systolic array holds one kernel per column in its ROW rows (the
 // flattened kh*KW + kw index, gati.md 6.2), so a kernel larger than 3x3 runs as several convs over
 // horizontal bands of kernel rows whose int32 partial sums are accumulated through the accumulant
 // input (OutputBlock.AccumulantReadFirst), gati.md 3.2 "split_large_kernel".

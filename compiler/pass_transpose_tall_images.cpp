@@ -1,4 +1,4 @@
-// Pass 8, transpose_tall_images: on v1.0.0 a regular 3x3 stride-1 conv whose input is at least
+// Pass 9, transpose_tall_images: on v1.0.0 a regular 3x3 stride-1 conv whose input is at least
 // 1.5x taller than wide (or exactly 48 high, 40 wide) never finishes (gati.md 14.6). A
 // convolution of the transposed image with the transposed kernel is the transposed convolution,
 // exactly, and so is every other device op: pools (window, stride, pads swapped), element-wise

@@ -9,19 +9,20 @@
 //   3. canonicalize_qdq      DequantizeLinear -> float op -> QuantizeLinear -> QOperator op
 //   4. check_shapes          every value a device candidate touches has a known static shape
 //   5. assign_devices        which nodes the Gati runs and which the host runs, and why
+//   6. legalize_host_ops     int8 host nodes the model's opset cannot express go back to float
 //  lowering (ONNX ops -> npukit.gati ops, docs/ref-ops.md)
-//   6. lower_to_gati         QLinear*/int8 ops -> Gati* with QuantScale/QuantShift folded in
-//   7. fuse_tail             Gati op + activation (+ global average pool) -> one TailBlock
-//   8. transpose_tall_images a device part with tall 3x3 convs (a v1.0.0 hang) runs sideways
-//   9. split_kernels         kernels taller than the array -> row bands accumulated via acc input
-//  10. pad_kernel_iterations 9,4,4: a conv before a conv padded to an even KernelItr (erratum)
-//  11. check_limits          field widths, stride, width; remaining errata refused
+//   7. lower_to_gati         QLinear*/int8 ops -> Gati* with QuantScale/QuantShift folded in
+//   8. fuse_tail             Gati op + activation (+ global average pool) -> one TailBlock
+//   9. transpose_tall_images a device part with tall 3x3 convs (a v1.0.0 hang) runs sideways
+//  10. split_kernels         kernels taller than the array -> row bands accumulated via acc input
+//  11. pad_kernel_iterations 9,4,4: a conv before a conv padded to an even KernelItr (erratum)
+//  12. check_limits          field widths, stride, width; remaining errata refused
 //  back end (npukit.gati graph -> DRAM image and instructions; compiler/backend.h)
-//  12. convert_layouts       weights/biases to DRAM blobs (gati.md 6.2, 14.1)
-//  13. allocate_buffers      device tensors -> buffers reused when dead
-//  14. assign_addresses      DRAM map, 32-B aligned, --ramsize check (gati.md 6)
-//  15. generate_instructions MEGA, OutputBlock, TailBlock, START per layer (gati.md 3.2, 4, 14)
-//  16. emit_gml              instruction blob + weight/bias packets (isa::encode_gml)
+//  13. convert_layouts       weights/biases to DRAM blobs (gati.md 6.2, 14.1)
+//  14. allocate_buffers      device tensors -> buffers reused when dead
+//  15. assign_addresses      DRAM map, 32-B aligned, --ramsize check (gati.md 6)
+//  16. generate_instructions MEGA, OutputBlock, TailBlock, START per layer (gati.md 3.2, 4, 14)
+//  17. emit_gml              instruction blob + weight/bias packets (isa::encode_gml)
 #pragma once
 
 #include "compiler/context.h"
@@ -33,6 +34,7 @@ void normalize_quantization(Context& ctx);
 void canonicalize_qdq(Context& ctx);
 void check_shapes(Context& ctx);
 void assign_devices(Context& ctx);
+void legalize_host_ops(Context& ctx);
 void lower_to_gati(Context& ctx);
 void fuse_tail(Context& ctx);
 void transpose_tall_images(Context& ctx);

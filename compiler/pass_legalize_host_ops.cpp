@@ -1,0 +1,78 @@
+// Pass 6, legalize_host_ops: canonicalize_qdq turns DequantizeLinear -> Relu/Clip/MaxPool ->
+// QuantizeLinear into the op on int8 values, which is what the device runs. When such a node
+// stays on the host, the host subgraph must still be a valid ONNX model of the model's opset
+// (the runtime loads host_before.onnx / host_after.onnx with shape inference, and onnxruntime
+// runs them), but int8 inputs arrive late in ONNX: Relu at opset 14, Clip and MaxPool at 12.
+// Below that, the host node goes back to its float form between DequantizeLinear and
+// QuantizeLinear at the tensor's own scale, which computes the same integers (zero point 0:
+// these ops select or compare values and commute with a positive scale).
+#include "compiler/passes.h"
+
+#include <map>
+
+namespace npukit::compiler {
+
+namespace {
+
+// The first ai.onnx opset whose schema of `op` accepts int8 inputs (0: any).
+std::int64_t int8_opset(const std::string& op) {
+  static const std::map<std::string, std::int64_t> kSince = {
+      {"Relu", 14}, {"Clip", 12}, {"MaxPool", 12}};
+  auto it = kSince.find(op);
+  return it == kSince.end() ? 0 : it->second;
+}
+
+}  // namespace
+
+void legalize_host_ops(Context& ctx) {
+  ir::Graph& g = ctx.graph;
+  std::vector<ir::Node> nodes;
+  for (const ir::Node& n : g.nodes) {
+    const ir::Tensor* x = n.inputs.empty() ? nullptr : g.find(n.inputs[0]);
+    const bool onnx = n.domain.empty() || n.domain == "ai.onnx";
+    const auto q = x ? ctx.quantization.find(x->name) : ctx.quantization.end();
+    if (ctx.on_device(n.name) || !onnx || !x || x->dtype != ir::DType::kInt8 ||
+        n.outputs.size() != 1 || g.opset >= int8_opset(n.op_type) || q == ctx.quantization.end()) {
+      nodes.push_back(n);
+      continue;
+    }
+    const float scale = static_cast<float>(q->second.scale);
+    const std::string s = add_constant(g, n.name + "_scale", ir::DType::kFloat32, {}, &scale);
+    auto float_value = [&](const std::string& of) {
+      ir::Tensor t = g.tensor(of);
+      t.name = unique_name(g, of + "_float");
+      t.dtype = ir::DType::kFloat32;
+      g.tensors[t.name] = t;
+      return t.name;
+    };
+    ir::Node dq, op = n, qn;
+    dq.op_type = "DequantizeLinear";
+    dq.name = unique_name(g, n.name + "_dequantize");
+    dq.inputs = {n.inputs[0], s};
+    dq.outputs = {float_value(n.inputs[0])};
+    op.inputs[0] = dq.outputs[0];
+    op.outputs = {float_value(n.outputs[0])};
+    if (n.op_type == "Clip")  // int8 bounds -> float bounds
+      for (std::size_t k = 1; k < op.inputs.size() && k < 3; ++k) {
+        if (op.inputs[k].empty()) continue;
+        const float b = static_cast<float>(constant_values(g.tensor(op.inputs[k])).at(0)) * scale;
+        op.inputs[k] =
+            add_constant(g, n.name + (k == 1 ? "_min" : "_max"), ir::DType::kFloat32, {}, &b);
+      }
+    qn.op_type = "QuantizeLinear";
+    qn.name = unique_name(g, n.name + "_quantize");
+    const std::int8_t zero = 0;
+    qn.inputs = {op.outputs[0], s,
+                 add_constant(g, n.name + "_zero_point", ir::DType::kInt8, {}, &zero)};
+    qn.outputs = n.outputs;
+    for (const ir::Node* m : {&dq, &qn})
+      ctx.place(m->name, Placement::kHost,
+                "host: " + n.op_type + " on int8 needs opset " +
+                    std::to_string(int8_opset(n.op_type)) + "; the model has " +
+                    std::to_string(g.opset) + ", so it runs in float between (de)quantization");
+    nodes.insert(nodes.end(), {dq, op, qn});
+  }
+  g.nodes = std::move(nodes);
+}
+
+}  // namespace npukit::compiler

@@ -1,0 +1,67 @@
+// legalize_host_ops: an int8 Relu left on the host of an opset-13 model (ONNX accepts int8 Relu
+// only from opset 14) goes back to float between DequantizeLinear and QuantizeLinear; the host
+// subgraph then passes ONNX's checker and shape inference and computes the same integers.
+#include "compiler/compiler.h"
+#include "compiler/test_graphs.h"
+#include "ir/tensor_util.h"
+#include "onnx/onnx_io.h"
+#include "ref/executor.h"
+
+#include <gtest/gtest.h>
+
+namespace npukit::compiler {
+namespace {
+
+using testing::GraphBuilder;
+
+// conv (device) -> DequantizeLinear -> Neg -> QuantizeLinear -> Relu (int8) -> y: the Relu
+// reads a value the host computes after the device part, so it runs on the host.
+ir::Graph relu_after_host_work(std::int64_t opset) {
+  GraphBuilder b;
+  b.g.opset = opset;
+  b.g.opsets[""] = opset;
+  b.input("x", ir::DType::kInt8, {1, 4, 4, 4});
+  auto c = b.qconv("conv", "x", 0.05f, testing::random_int8(4 * 4 * 9, 1), {4, 4, 3, 3}, 0.01f,
+                   0.1f, {}, {1, 1, 1, 1});
+  b.value("f", ir::DType::kFloat32, {1, 4, 4, 4});
+  b.node("DequantizeLinear", "", {c, "conv_ys", "conv_yz"}, {"f"}, "dequant");
+  b.value("neg", ir::DType::kFloat32, {1, 4, 4, 4});
+  b.node("Neg", "", {"f"}, {"neg"}, "negate");
+  b.value("sq", ir::DType::kInt8, {1, 4, 4, 4});
+  b.node("QuantizeLinear", "", {"neg", b.f32("s_neg", 0.1f), b.i8("z_neg", 0)}, {"sq"}, "quant");
+  b.value("y", ir::DType::kInt8, {1, 4, 4, 4});
+  b.node("Relu", "", {"sq"}, {"y"}, "relu");
+  b.g.outputs = {"y"};
+  return b.g;
+}
+
+TEST(LegalizeHostOps, Int8ReluBelowOpset14RunsInFloatOnTheHost) {
+  const CompileResult r = compile(relu_after_host_work(13), {});
+  ASSERT_TRUE(r.host_after);
+  std::vector<std::string> ops;
+  for (const auto& n : r.host_after->nodes) ops.push_back(n.op_type);
+  EXPECT_EQ(ops, (std::vector<std::string>{"DequantizeLinear", "Neg", "QuantizeLinear",
+                                           "DequantizeLinear", "Relu", "QuantizeLinear"}));
+  // The saved host subgraph is a valid opset-13 model (the importer runs checker and inference).
+  const ir::Graph reloaded =
+      onnxio::load_onnx_bytes(onnxio::save_onnx_bytes(*r.host_after), "host_after");
+  // From opset 14 the int8 Relu is valid ONNX and stays as it is.
+  const CompileResult r14 = compile(relu_after_host_work(14), {});
+  ASSERT_TRUE(r14.host_after);
+  EXPECT_EQ(r14.host_after->nodes.back().op_type, "Relu");
+  EXPECT_EQ(r14.host_after->nodes.size(), 4u);
+
+  // Both give the same integers, max(q, 0), over every int8 input step.
+  ir::Tensor in = ir::make_tensor(ir::DType::kInt8, {1, 4, 4, 4}, r.host_after->inputs.at(0));
+  for (int i = 0; i < 64; ++i)
+    in.as_mutable<std::int8_t>()[i] = static_cast<std::int8_t>(4 * i - 128);
+  const ir::Tensor y13 = ref::run_graph(reloaded, {{in.name, in}}).at("y");
+  const ir::Tensor y14 = ref::run_graph(*r14.host_after, {{in.name, in}}).at("y");
+  EXPECT_EQ(y13.data, y14.data);
+  std::size_t zeros = 0;
+  for (auto v : ir::to_int64_vector(y13)) zeros += v == 0;
+  EXPECT_GT(zeros, 0u);  // the Relu did cut negative values
+}
+
+}  // namespace
+}  // namespace npukit::compiler
