@@ -307,7 +307,19 @@ Bytes read_file_bytes(const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) fail("{}: is a directory, expected a file", path);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open file for reading: {}", path, std::strerror(errno));
-  Bytes bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Read in large chunks (a byte-wise istreambuf_iterator copy was a fifth of compiling
+  // resnet18), reserving the size up front when the stream can tell it (not for a pipe).
+  Bytes bytes;
+  if (in.seekg(0, std::ios::end)) {
+    const std::streamoff size = in.tellg();
+    if (size > 0) bytes.reserve(static_cast<std::size_t>(size));
+    in.seekg(0, std::ios::beg);
+  }
+  in.clear();
+  char chunk[1 << 16];
+  const auto* chunk_bytes = reinterpret_cast<const std::uint8_t*>(chunk);  // memcpy, not a cast loop
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0)
+    bytes.insert(bytes.end(), chunk_bytes, chunk_bytes + in.gcount());
   if (in.bad()) fail("{}: read error", path);
   return bytes;
 }

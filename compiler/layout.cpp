@@ -30,24 +30,41 @@ Bytes pack_conv_weights(std::span<const std::int8_t> oihw, const ConvGeometry& g
           }
     return out;
   }
+  // Every (kern, chan, srow) block is chan_dim x kern_dim bytes, zero unless a weight lands in it;
+  // the loops skip the zero parts instead of testing every byte.
+  const std::int64_t block = geo.chan_dim * geo.kern_dim;
   for (std::int64_t kern = 0; kern < geo.kitr; ++kern)
     for (std::int64_t chan = 0; chan < geo.citr; ++chan)
-      for (std::int64_t srow = rows - 1; srow >= 0; --srow)
-        for (std::int64_t schan = 0; schan < geo.chan_dim; ++schan)
-          for (std::int64_t skern = 0; skern < geo.kern_dim; ++skern) {
-            std::uint8_t b = 0;
-            if (geo.depthwise && arch.regular_optimal()) {
-              // Diagonal: channel kern*N_SA + j sits at engine j, column j (gati.md 14.1).
-              if (schan == skern) b = weight(kern * nsa + schan, 0, srow);
-            } else if (geo.depthwise) {
-              // 16,1,16 (unverified on the RTL, refused unless --allow-errata): one column per
-              // engine, so channel kern*N_SA + skern sits at engine skern.
-              b = weight(kern * nsa + skern, 0, srow);
-            } else {
-              b = weight(kern * geo.kern_dim + skern, chan * geo.chan_dim + schan, srow);
-            }
-            out[pos++] = b;
+      for (std::int64_t srow = rows - 1; srow >= 0;
+           --srow, pos += static_cast<std::size_t>(block)) {
+        if (srow >= kk) continue;
+        std::uint8_t* dst = &out[pos];
+        if (geo.depthwise && arch.regular_optimal()) {
+          // Diagonal: channel kern*N_SA + j sits at engine j, column j (gati.md 14.1).
+          for (std::int64_t j = 0; j < geo.chan_dim && j < geo.kern_dim; ++j)
+            dst[j * geo.kern_dim + j] = weight(kern * nsa + j, 0, srow);
+        } else if (geo.depthwise) {
+          // 16,1,16 (unverified on the RTL, refused unless --allow-errata): one column per
+          // engine, so channel kern*N_SA + skern sits at engine skern.
+          for (std::int64_t schan = 0; schan < geo.chan_dim; ++schan)
+            for (std::int64_t skern = 0; skern < geo.kern_dim; ++skern)
+              dst[schan * geo.kern_dim + skern] = weight(kern * nsa + skern, 0, srow);
+        } else {
+          // W[k][c][srow] for k = kern * kern_dim + skern: one stride of KC * KK bytes per kernel.
+          const std::int64_t kern_end =
+              std::min(geo.kern_dim, geo.kn_weights - kern * geo.kern_dim);
+          if (kern_end <= 0) continue;  // all padding kernels (pad_kernel_iterations)
+          const std::int64_t stride = geo.kc * kk;
+          for (std::int64_t schan = 0; schan < geo.chan_dim; ++schan) {
+            const std::int64_t c = chan * geo.chan_dim + schan;
+            if (c >= geo.kc) break;
+            const std::int8_t* src = &oihw[(kern * geo.kern_dim * geo.kc + c) * kk + srow];
+            std::uint8_t* row = dst + schan * geo.kern_dim;
+            for (std::int64_t skern = 0; skern < kern_end; ++skern)
+              row[skern] = static_cast<std::uint8_t>(src[skern * stride]);
           }
+        }
+      }
   return out;
 }
 

@@ -103,7 +103,9 @@ ir::Tensor tensor_from_proto(const TensorProto& p, const std::string& what) {
     if (p.raw_data().size() != count * size)
       fail("{}: tensor {} has {} bytes of raw_data but shape and type need {}", what, label,
            p.raw_data().size(), count * size);
-    t.data.assign(p.raw_data().begin(), p.raw_data().end());
+    // As bytes, so the copy is a memcpy rather than a char-by-char conversion.
+    const auto* raw = reinterpret_cast<const std::uint8_t*>(p.raw_data().data());
+    t.data.assign(raw, raw + p.raw_data().size());
   } else {
     std::size_t have = 0;
     switch (t.dtype) {
