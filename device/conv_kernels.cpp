@@ -7,6 +7,7 @@
 // exactly; _mm256_maddubs_epi16 would saturate to int16 and is not used.) Virtual outputs that
 // are thrown away sum the same number of int8 products, so they stay within the bound too.
 #include "device/conv_kernels.h"
+#include "common/cpu.h"
 
 #include "common/error.h"
 
@@ -26,14 +27,6 @@ std::uint32_t pair_word(std::int8_t lo, std::int8_t hi) {
 std::int32_t low16(std::uint32_t v) { return static_cast<std::int16_t>(v & 0xFFFF); }
 std::int32_t high16(std::uint32_t v) { return static_cast<std::int16_t>(v >> 16); }
 }  // namespace
-
-bool avx2_available() {
-#if defined(__x86_64__) || defined(__i386__)
-  return __builtin_cpu_supports("avx2");
-#else
-  return false;
-#endif
-}
 
 void set_impl(Impl impl) { g_impl.store(impl); }
 Impl impl() { return g_impl.load(); }
@@ -147,11 +140,11 @@ void dense_conv(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot, I
     case Impl::kScalar:
       break;
     case Impl::kAvx2:
-      if (!avx2_available()) fail("dense_conv: AVX2 requested but this CPU does not support it");
+      if (!cpu_has_avx2()) fail("dense_conv: AVX2 requested but this CPU does not support it");
       avx2 = true;
       break;
     case Impl::kAuto:
-      avx2 = avx2_available();
+      avx2 = cpu_has_avx2();
       break;
   }
   thread_local Packed p;

@@ -15,7 +15,6 @@ namespace npukit::device::conv_kernels {
 // Which implementation runs: kAuto picks AVX2 when the CPU has it, kScalar is the reference,
 // kAvx2 throws on a CPU without AVX2.
 enum class Impl { kAuto, kScalar, kAvx2 };
-bool avx2_available();
 
 // The implementation the CONV megablock uses (process-wide; tests and benchmarks switch it).
 void set_impl(Impl impl);

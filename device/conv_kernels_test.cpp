@@ -4,6 +4,7 @@
 // implementation, against the NCHW loop of test_programs.h (raw int32 sums and the 14.11 DRAM
 // partial sums, on all three arrays, depthwise and ConvType PW included).
 #include "device/conv_kernels.h"
+#include "common/cpu.h"
 
 #include "common/error.h"
 #include "device/device.h"
@@ -19,8 +20,6 @@ namespace {
 
 namespace ck = conv_kernels;
 using namespace testing;
-
-bool have_avx2() { return ck::avx2_available(); }
 
 struct Problem {
   ck::DenseConv conv;
@@ -161,7 +160,7 @@ TEST(ConvKernels, ScalarAndAvx2EqualThePlainLoopOnRandomShapes) {
     if (c.snapshot_from < c.kn) {
       EXPECT_EQ(scalar.snapshot, narrow(snapshot));
     }
-    if (have_avx2()) {
+    if (cpu_has_avx2()) {
       const Result avx2 = run(c, ck::Impl::kAvx2);
       EXPECT_EQ(avx2.acc, scalar.acc);
       EXPECT_EQ(avx2.snapshot, scalar.snapshot);
@@ -170,7 +169,7 @@ TEST(ConvKernels, ScalarAndAvx2EqualThePlainLoopOnRandomShapes) {
     if (::testing::Test::HasFailure()) break;
   }
   EXPECT_EQ(checked, 400);
-  if (!have_avx2()) GTEST_SKIP() << "no AVX2 on this CPU: only the scalar path was checked";
+  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2 on this CPU: only the scalar path was checked";
 }
 
 // The largest sum dense_conv accepts: 8190 channels x 16 taps of (-128)^2 is 2^31 - 524288.
@@ -192,7 +191,7 @@ TEST(ConvKernels, LargestAcceptedSumsAreExact) {
     const auto part = static_cast<std::int32_t>(4094 * 16 * product);
     EXPECT_EQ(std::int64_t{full}, 8190 * 16 * product);
     for (const ck::Impl impl : {ck::Impl::kScalar, ck::Impl::kAvx2}) {
-      if (impl == ck::Impl::kAvx2 && !have_avx2()) continue;
+      if (impl == ck::Impl::kAvx2 && !cpu_has_avx2()) continue;
       const Result r = run(c, impl);
       EXPECT_EQ(r.acc, std::vector<std::int32_t>(6, full)) << "weights " << w;
       EXPECT_EQ(r.snapshot, std::vector<std::int32_t>(4, part)) << "weights " << w;
@@ -259,17 +258,13 @@ LayerResult run_layer(const isa::SaArch& arch, const ConvSpec& s, ck::Impl impl,
   b.add_conv(s, in_addr, out_addr, acc_addr);
   if (edit) edit(b);
   b.finish();
-  DeviceConfig cfg;
-  cfg.arch = arch;
-  cfg.dram_bytes = 32ull << 20;
-  Device dev(cfg);
-  dev.receive_dwp(b.stream(in_addr, input));
-  EXPECT_EQ(dev.stats().runs, 1u);
+  const auto dev = run_program(arch, b, in_addr, input, 32ull << 20);
+  EXPECT_EQ(dev->stats().runs, 1u);
   LayerResult r;
   r.out = unpack_activation(arch, s.kn, s.out_pixels(),
-                            dev.dram().read(out_addr, out_bytes, "test"), s.op_width);
+                            dev->dram().read(out_addr, out_bytes, "test"), s.op_width);
   if (writes_partials(arch, s))
-    r.partials = dev.dram().read(acc_addr, partial_region_bytes(arch, s), "test");
+    r.partials = dev->dram().read(acc_addr, partial_region_bytes(arch, s), "test");
   return r;
 }
 
@@ -302,7 +297,7 @@ void expect_layer(const isa::SaArch& arch, const ConvSpec& s, const std::string&
   if (writes_partials(arch, s)) {
     EXPECT_EQ(scalar.partials, expected_partials(arch, s));
   }
-  if (have_avx2()) {
+  if (cpu_has_avx2()) {
     const LayerResult avx2 = run_layer(arch, s, ck::Impl::kAvx2);
     EXPECT_EQ(avx2.out, scalar.out);
     EXPECT_EQ(avx2.partials, scalar.partials);
@@ -387,32 +382,16 @@ TEST(ConvKernelsLayer, PointwiseConvTypeOn16x1x16) {
     s.ih = 5, s.iw = 7;
     s.on_chip_acc = trial % 2 == 0;
     fill_random(s, 40 + static_cast<std::uint32_t>(trial));
-    const int kitr = static_cast<int>(cdiv(s.kn, 16)), citr = static_cast<int>(cdiv(s.ic, 16));
-    Bytes blob(up(static_cast<std::uint64_t>(kitr) * citr * 256, 32), 0);
-    for (int kern = 0; kern < kitr; ++kern)
-      for (int chan = 0; chan < citr; ++chan)
-        for (int ci = 0; ci < 16; ++ci)
-          for (int r = 0; r < 16; ++r) {
-            const int k = kern * 16 + r, c = chan * 16 + (15 - ci);
-            if (k < s.kn && c < s.ic)
-              blob[static_cast<std::size_t>(((kern * citr + chan) * 16 + ci) * 16 + r)] =
-                  static_cast<std::uint8_t>(s.w[static_cast<std::size_t>(k) * s.ic + c]);
-          }
+    const int citr = static_cast<int>(cdiv(s.ic, 16));
+    const Bytes blob = pack_pointwise_weights(s);
     auto edit = [&](ProgramBuilder& b) {
-      const std::uint32_t w_addr = b.add_blob(blob);
-      b.instructions[0]
-          .set(Field::CONV_ConvType, 2)
-          .set(Field::CONV_ChannelDuplicate, 0)
-          .set(Field::CONV_WeightStartAddress, w_addr)
-          .set(Field::CONV_WeightEndAddress, w_addr + blob.size());
-      b.instructions[1]
-          .set(Field::OutputBlock_ChannelItr, citr)
-          .set(Field::OutputBlock_AccEn, citr > 1 ? 1 : 0);
+      make_pointwise(b, blob, citr);
+      b.instructions[1].set(Field::OutputBlock_AccEn, citr > 1 ? 1 : 0);
     };
     const auto expected = ref_conv(s);
     const LayerResult scalar = run_layer(arch, s, ck::Impl::kScalar, edit);
     EXPECT_EQ(scalar.out, expected) << "trial " << trial;
-    if (have_avx2()) {
+    if (cpu_has_avx2()) {
       EXPECT_EQ(run_layer(arch, s, ck::Impl::kAvx2, edit).out, expected);
     }
   }

@@ -67,13 +67,9 @@ std::vector<std::int32_t> run_device(const isa::SaArch& arch, const ConvSpec& s)
   const std::uint32_t out_addr = b.alloc(out_bytes);
   b.add_conv(s, in_addr, out_addr, b.alloc(up(s.kn, 16) * up(s.oh() * s.ow(), 8) * 4));
   b.finish();
-  DeviceConfig cfg;
-  cfg.arch = arch;
-  cfg.dram_bytes = 16ull << 20;
-  Device dev(cfg);
-  dev.receive_dwp(b.stream(in_addr, input));
-  return unpack_activation(arch, s.kn, s.out_pixels(), dev.dram().read(out_addr, out_bytes, "test"),
-                           s.op_width);
+  const auto dev = run_program(arch, b, in_addr, input);
+  return unpack_activation(arch, s.kn, s.out_pixels(),
+                           dev->dram().read(out_addr, out_bytes, "test"), s.op_width);
 }
 
 TEST(ConvVsRef, RandomConvsOnAllArrays) {

@@ -257,38 +257,20 @@ TEST(Conv, PointwiseConvTypeReadsEveryFoldOf16x1x16) {
   s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = 0;
   s.quant_en = false, s.op_width = 4;  // raw int32 sums + bias
   fill_random(s, 12);
-  const int kitr = 2, citr = 3;
-  Bytes blob(static_cast<std::size_t>(kitr * citr * 256), 0);
-  for (int kern = 0; kern < kitr; ++kern)
-    for (int chan = 0; chan < citr; ++chan)
-      for (int ci = 0; ci < 16; ++ci)
-        for (int r = 0; r < 16; ++r) {
-          const int k = kern * 16 + r, c = chan * 16 + (15 - ci);
-          if (k < s.kn && c < s.ic)
-            blob[static_cast<std::size_t>(((kern * citr + chan) * 16 + ci) * 16 + r)] =
-                static_cast<std::uint8_t>(s.w[static_cast<std::size_t>(k) * s.ic + c]);
-        }
+  const int citr = 3;
+  const Bytes blob = pack_pointwise_weights(s);
+  ASSERT_EQ(blob.size(), 2u * citr * 256);  // kitr 2
   ProgramBuilder b{arch};
   const Bytes input = pack_activation(arch, s.ic, s.ih * s.iw, s.x);
   const std::uint32_t in_addr = b.alloc(input.size());
   const std::uint32_t out_bytes = 32 * 2 * 16 * 4;
   const std::uint32_t out_addr = b.alloc(out_bytes);
   b.add_conv(s, in_addr, out_addr, b.alloc(4096));
-  const std::uint32_t w_addr = b.add_blob(blob);
-  b.instructions[0]
-      .set(Field::CONV_ConvType, 2)
-      .set(Field::CONV_ChannelDuplicate, 0)
-      .set(Field::CONV_WeightStartAddress, w_addr)
-      .set(Field::CONV_WeightEndAddress, w_addr + blob.size());
-  b.instructions[1].set(Field::OutputBlock_ChannelItr, citr);
+  make_pointwise(b, blob, citr);
   b.finish();
-  DeviceConfig cfg;
-  cfg.arch = arch;
-  cfg.dram_bytes = 16ull << 20;
-  Device dev(cfg);
-  dev.receive_dwp(b.stream(in_addr, input));
+  const auto dev = run_program(arch, b, in_addr, input);
   EXPECT_EQ(unpack_activation(arch, s.kn, s.out_pixels(),
-                              dev.dram().read(out_addr, out_bytes, "test"), 4),
+                              dev->dram().read(out_addr, out_bytes, "test"), 4),
             ref_conv(s));
 }
 
@@ -348,13 +330,9 @@ TEST(Conv, KernelSplitWithRowSkipsEqualsTheFullKernel) {
     b.add_conv(top, in_addr, partial_addr, b.alloc(4096));
     b.add_conv(bottom, in_addr, out_addr, partial_addr);
     b.finish();
-    DeviceConfig cfg;
-    cfg.arch = arch;
-    cfg.dram_bytes = 16ull << 20;
-    Device dev(cfg);
-    dev.receive_dwp(b.stream(in_addr, input));
+    const auto dev = run_program(arch, b, in_addr, input);
     const auto got = unpack_activation(arch, full.kn, full.oh() * full.ow(),
-                                       dev.dram().read(out_addr, out_bytes, "t"));
+                                       dev->dram().read(out_addr, out_bytes, "t"));
     EXPECT_EQ(got, ref_conv(full)) << arch.str();
   }
 }
@@ -405,19 +383,15 @@ TEST(Conv, ChainedLayersFeedEachOther) {
     b.add_conv(a, in_addr, mid, b.alloc(4096));
     b.add_conv(c2, mid, out, b.alloc(4096));
     b.finish();
-    DeviceConfig cfg;
-    cfg.arch = arch;
-    cfg.dram_bytes = 16ull << 20;
-    Device dev(cfg);
-    dev.receive_dwp(b.stream(in_addr, input));
-    const auto frames = isa::parse_dispatch_frames(dev.take_dispatch_output());
+    const auto dev = run_program(arch, b, in_addr, input);
+    const auto frames = isa::parse_dispatch_frames(dev->take_dispatch_output());
     ASSERT_EQ(frames.size(), 1u);
     EXPECT_EQ(unpack_activation(arch, 6, 16, frames[0].payload), ref_conv(c2)) << arch.str();
-    ASSERT_EQ(dev.stats().layers.size(), 2u);
-    EXPECT_GT(dev.stats().layers[1].timing.cycles, 0u);
+    ASSERT_EQ(dev->stats().layers.size(), 2u);
+    EXPECT_GT(dev->stats().layers[1].timing.cycles, 0u);
     // Errata of chained layers (14.6): the first conv has KernelItr 3 on 9,4,4 (odd), 2 on 9,8,8;
     // every chained layer on 16,1,16 is flagged.
-    const Diagnostics& diag = dev.diagnostics();
+    const Diagnostics& diag = dev->diagnostics();
     EXPECT_EQ(diag.has_erratum(Erratum::kOddKernelItr9x4x4), arch == isa::kArch9x4x4) << arch.str();
     EXPECT_EQ(diag.has_erratum(Erratum::kIncomplete16x1x16), arch == isa::kArch16x1x16)
         << arch.str();

@@ -133,12 +133,8 @@ TEST(Fc, VectorInputMatchesPlainLoops) {
     const std::uint32_t out_addr = b.alloc(up(f.m, 32));
     add_fc(b, f, false, 0, in_addr, input.size(), out_addr, true);
     b.finish();
-    DeviceConfig cfg;
-    cfg.arch = arch;
-    cfg.dram_bytes = 8ull << 20;
-    Device dev(cfg);
-    dev.receive_dwp(b.stream(in_addr, input));
-    const auto frames = isa::parse_dispatch_frames(dev.take_dispatch_output());
+    const auto dev = run_program(arch, b, in_addr, input, 8ull << 20);
+    const auto frames = isa::parse_dispatch_frames(dev->take_dispatch_output());
     ASSERT_EQ(frames.size(), 1u);
     ASSERT_EQ(frames[0].payload.size(), up(f.m, 32));
     const auto expected = ref_fc(f, x);
@@ -169,17 +165,13 @@ TEST(Fc, FlattensAConvOutputChannelMajor) {
     b.add_conv(c, in_addr, mid, b.alloc(4096));
     add_fc(b, f, true, 9, mid, mid_bytes, out_addr, true);
     b.finish();
-    DeviceConfig cfg;
-    cfg.arch = arch;
-    cfg.dram_bytes = 8ull << 20;
-    Device dev(cfg);
-    dev.receive_dwp(b.stream(in_addr, input));
-    const auto frames = isa::parse_dispatch_frames(dev.take_dispatch_output());
+    const auto dev = run_program(arch, b, in_addr, input, 8ull << 20);
+    const auto frames = isa::parse_dispatch_frames(dev->take_dispatch_output());
     ASSERT_EQ(frames.size(), 1u);
     const auto expected = ref_fc(f, conv_out);
     for (int o = 0; o < f.m; ++o)
       EXPECT_EQ(static_cast<std::int8_t>(frames[0].payload[o]), expected[o]) << arch.str();
-    EXPECT_EQ(dev.stats().layers.at(1).opcode, isa::Opcode::FC);
+    EXPECT_EQ(dev->stats().layers.at(1).opcode, isa::Opcode::FC);
   }
 }
 
@@ -202,12 +194,8 @@ TEST(Fc, RandomShapesMatchTheRefKernels) {
     const std::uint32_t out_addr = b.alloc(up(f.m, 32));
     add_fc(b, f, false, 0, in_addr, input.size(), out_addr, false);
     b.finish();
-    DeviceConfig cfg;
-    cfg.arch = arch;
-    cfg.dram_bytes = 8ull << 20;
-    Device dev(cfg);
-    dev.receive_dwp(b.stream(in_addr, input));
-    const Bytes got = dev.dram().read(out_addr, f.m, "test");
+    const auto dev = run_program(arch, b, in_addr, input, 8ull << 20);
+    const Bytes got = dev->dram().read(out_addr, f.m, "test");
 
     auto make = [](ir::DType t, ir::Shape shape, const std::vector<std::int32_t>& v,
                    std::size_t size) {

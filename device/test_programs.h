@@ -1,10 +1,11 @@
 // Test-only helpers: assemble Gati programs with the ISA encoder and compute the expected result
 // with plain NCHW loops. Everything here is written from the spec (gati.md 3.2, 6, 7, 14) and
-// shares no code with the device model, so a test that compares the two compares independent
-// implementations.
+// shares no code with the device model (run_program only drives it), so a test that compares the
+// two compares independent implementations.
 #pragma once
 
 #include "common/bytes.h"
+#include "device/device.h"
 #include "isa/arch.h"
 #include "isa/dwp.h"
 #include "isa/gml.h"
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -151,6 +153,29 @@ inline Bytes pack_conv_weights(const isa::SaArch& a, const ConvSpec& s) {
           }
   return blob;
 }
+
+// Weight blob of a 1x1 ConvType PW layer on 16,1,16 (gati.md 6.2, sa_align_aux_pointwise): per
+// (kern, chan) fold of 16 x 16 bytes, input channel chan*16 + 15 - ci at row ci, kernel kern*16 + r
+// at byte r.
+inline Bytes pack_pointwise_weights(const ConvSpec& s) {
+  const int kitr = static_cast<int>(cdiv(s.kn, 16)), citr = static_cast<int>(cdiv(s.ic, 16));
+  Bytes blob(up(static_cast<std::uint64_t>(kitr) * citr * 256, 32), 0);
+  for (int kern = 0; kern < kitr; ++kern)
+    for (int chan = 0; chan < citr; ++chan)
+      for (int ci = 0; ci < 16; ++ci)
+        for (int r = 0; r < 16; ++r) {
+          const int k = kern * 16 + r, c = chan * 16 + (15 - ci);
+          if (k < s.kn && c < s.ic)
+            blob[static_cast<std::size_t>(((kern * citr + chan) * 16 + ci) * 16 + r)] =
+                static_cast<std::uint8_t>(s.w[static_cast<std::size_t>(k) * s.ic + c]);
+        }
+  return blob;
+}
+
+// Turns the conv that add_conv made first in `b` into ConvType PW with `blob` as its weights
+// (pack_pointwise_weights) and `citr` channel iterations.
+struct ProgramBuilder;
+void make_pointwise(ProgramBuilder& b, const Bytes& blob, int citr);
 
 inline Bytes pack_conv_bias(const isa::SaArch& a, const std::vector<std::int32_t>& bias) {
   Bytes out(up(up(bias.size(), a.n_sa) * 4, 32), 0);
@@ -363,5 +388,28 @@ struct ProgramBuilder {
     return s;
   }
 };
+
+inline void make_pointwise(ProgramBuilder& b, const Bytes& blob, int citr) {
+  const std::uint32_t w_addr = b.add_blob(blob);
+  b.instructions[0]
+      .set(Field::CONV_ConvType, 2)
+      .set(Field::CONV_ChannelDuplicate, 0)
+      .set(Field::CONV_WeightStartAddress, w_addr)
+      .set(Field::CONV_WeightEndAddress, w_addr + blob.size());
+  b.instructions[1].set(Field::OutputBlock_ChannelItr, citr);
+}
+
+// The driver, not an expectation: a device of `arch` that has received `b`'s program, the input
+// at `input_addr` and the start packet, as a board would.
+inline std::unique_ptr<Device> run_program(const isa::SaArch& arch, const ProgramBuilder& b,
+                                           std::uint32_t input_addr, const Bytes& input,
+                                           std::uint64_t dram_bytes = 16ull << 20) {
+  DeviceConfig cfg;
+  cfg.arch = arch;
+  cfg.dram_bytes = dram_bytes;
+  auto dev = std::make_unique<Device>(cfg);
+  dev->receive_dwp(b.stream(input_addr, input));
+  return dev;
+}
 
 }  // namespace npukit::device::testing

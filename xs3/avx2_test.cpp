@@ -1,5 +1,6 @@
 // The AVX2 kernels against the scalar reference on random cases, including saturation-heavy
 // ones (biases near ±2^31, extreme inputs) where per-chunk saturation order matters.
+#include "common/cpu.h"
 #include "xs3/kernels.h"
 
 #include <gtest/gtest.h>
@@ -42,7 +43,7 @@ struct Gen {
 };
 
 TEST(Xs3Avx2, Conv2dDeepMatchesScalarOnRandomCases) {
-  if (!avx2_available()) GTEST_SKIP() << "CPU has no AVX2";
+  if (!cpu_has_avx2()) GTEST_SKIP() << "CPU has no AVX2";
   Gen g(2024);
   for (int trial = 0; trial < 300; ++trial) {
     const bool saturating = trial % 3 == 0;
@@ -65,7 +66,7 @@ TEST(Xs3Avx2, Conv2dDeepMatchesScalarOnRandomCases) {
 }
 
 TEST(Xs3Avx2, FullyConnected8MatchesScalarOnRandomCases) {
-  if (!avx2_available()) GTEST_SKIP() << "CPU has no AVX2";
+  if (!cpu_has_avx2()) GTEST_SKIP() << "CPU has no AVX2";
   Gen g(77);
   for (int trial = 0; trial < 500; ++trial) {
     const bool saturating = trial % 3 == 0;
@@ -83,7 +84,7 @@ TEST(Xs3Avx2, FullyConnected8MatchesScalarOnRandomCases) {
 }
 
 TEST(Xs3Avx2, Conv2d1x1MatchesScalarOnRandomCases) {
-  if (!avx2_available()) GTEST_SKIP() << "CPU has no AVX2";
+  if (!cpu_has_avx2()) GTEST_SKIP() << "CPU has no AVX2";
   Gen g(31);
   for (int trial = 0; trial < 100; ++trial) {
     const ImageShape xs{g.uniform(1, 4), g.uniform(1, 4), g.uniform(1, 100)};
@@ -99,7 +100,7 @@ TEST(Xs3Avx2, Conv2d1x1MatchesScalarOnRandomCases) {
 }
 
 TEST(Xs3Avx2, Conv2dDepthwiseMatchesScalarOnRandomCases) {
-  if (!avx2_available()) GTEST_SKIP() << "CPU has no AVX2";
+  if (!cpu_has_avx2()) GTEST_SKIP() << "CPU has no AVX2";
   Gen g(41);
   for (int trial = 0; trial < 200; ++trial) {
     ConvParams p;
@@ -124,7 +125,7 @@ TEST(Xs3Avx2, Conv2dDepthwiseMatchesScalarOnRandomCases) {
 TEST(Xs3Avx2, SaturationHeavyDeepChannels) {
   // Deep inputs at the extremes with biases right at the bound: every chunk saturates or
   // un-saturates, the hardest case for the vector saturating add.
-  if (!avx2_available()) GTEST_SKIP() << "CPU has no AVX2";
+  if (!cpu_has_avx2()) GTEST_SKIP() << "CPU has no AVX2";
   Gen g(5);
   for (int trial = 0; trial < 40; ++trial) {
     const int c_in = 32 * g.uniform(1, 8) + g.uniform(0, 31);

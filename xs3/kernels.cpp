@@ -1,4 +1,5 @@
 #include "xs3/kernels.h"
+#include "common/cpu.h"
 
 #include "common/bytes.h"
 #include "common/error.h"
@@ -173,24 +174,16 @@ void fully_connected_8_scalar(std::int8_t* y, const std::int8_t* x, const std::i
 
 }  // namespace detail
 
-bool avx2_available() {
-#if defined(__x86_64__) || defined(__i386__)
-  return __builtin_cpu_supports("avx2");
-#else
-  return false;
-#endif
-}
-
 namespace {
 bool use_avx2(Impl impl, const char* op) {
   switch (impl) {
     case Impl::kScalar:
       return false;
     case Impl::kAvx2:
-      if (!avx2_available()) fail("{}: AVX2 requested but this CPU does not support it", op);
+      if (!cpu_has_avx2()) fail("{}: AVX2 requested but this CPU does not support it", op);
       return true;
     case Impl::kAuto:
-      return avx2_available();
+      return cpu_has_avx2();
   }
   return false;
 }

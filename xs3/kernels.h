@@ -39,7 +39,6 @@ struct Window {
 // fully_connected_8 (and conv2d_1x1 through it) and conv2d_depthwise have one), kScalar forces the
 // reference, kAvx2 throws without AVX2.
 enum class Impl { kAuto, kScalar, kAvx2 };
-bool avx2_available();
 
 struct ConvParams {
   ImageShape x;  // H, W, C_in

@@ -1,5 +1,6 @@
 // conv2d_deep, fully_connected_8 and conv2d_depthwise throughput in int8 MACs per second, scalar
 // reference vs AVX2 (items_per_second is MACs/s). Run: build/xs3/npukit_xs3_bench
+#include "common/cpu.h"
 #include "xs3/kernels.h"
 
 #include <benchmark/benchmark.h>
@@ -28,7 +29,7 @@ Impl impl_of(const benchmark::State& state) { return state.range(0) ? Impl::kAvx
 
 // 16x16x64 image, 3x3 window with padding 1, 64 output channels: a typical deep layer.
 void BM_Conv2dDeep(benchmark::State& state) {
-  if (state.range(0) && !avx2_available()) {
+  if (state.range(0) && !npukit::cpu_has_avx2()) {
     state.SkipWithError("no AVX2");
     return;
   }
@@ -48,7 +49,7 @@ BENCHMARK(BM_Conv2dDeep)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 // 32x32x64 image, 3x3 depthwise with padding 1.
 void BM_Conv2dDepthwise(benchmark::State& state) {
-  if (state.range(0) && !avx2_available()) {
+  if (state.range(0) && !npukit::cpu_has_avx2()) {
     state.SkipWithError("no AVX2");
     return;
   }
@@ -67,7 +68,7 @@ BENCHMARK(BM_Conv2dDepthwise)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 // 1024 inputs, 256 outputs.
 void BM_FullyConnected8(benchmark::State& state) {
-  if (state.range(0) && !avx2_available()) {
+  if (state.range(0) && !npukit::cpu_has_avx2()) {
     state.SkipWithError("no AVX2");
     return;
   }
