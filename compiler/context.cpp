@@ -164,6 +164,17 @@ std::string add_constant(ir::Graph& g, const std::string& base, ir::DType dtype,
   return name;
 }
 
+std::string add_value(ir::Graph& g, const std::string& base, ir::DType dtype,
+                      const ir::Shape& shape) {
+  ir::Tensor t;
+  t.name = unique_name(g, base);
+  t.dtype = dtype;
+  t.shape = shape;
+  std::string name = t.name;
+  g.tensors[name] = std::move(t);
+  return name;
+}
+
 bool is_gati(const ir::Node& n) { return n.domain == kGatiDomain; }
 
 }  // namespace npukit::compiler

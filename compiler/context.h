@@ -91,6 +91,10 @@ std::string unique_name(const ir::Graph& g, const std::string& base);
 std::string add_constant(ir::Graph& g, const std::string& base, ir::DType dtype,
                          const ir::Shape& shape, const void* data);
 
+// Declares a new (non-constant) value in g, named after `base`, and returns its name.
+std::string add_value(ir::Graph& g, const std::string& base, ir::DType dtype,
+                      const ir::Shape& shape);
+
 bool is_gati(const ir::Node& n);
 
 }  // namespace npukit::compiler

@@ -9,6 +9,7 @@
 #include "compiler/passes.h"
 
 #include <map>
+#include <string>
 
 namespace npukit::compiler {
 
@@ -39,11 +40,7 @@ void legalize_host_ops(Context& ctx) {
     const float scale = static_cast<float>(q->second.scale);
     const std::string s = add_constant(g, n.name + "_scale", ir::DType::kFloat32, {}, &scale);
     auto float_value = [&](const std::string& of) {
-      ir::Tensor t = g.tensor(of);
-      t.name = unique_name(g, of + "_float");
-      t.dtype = ir::DType::kFloat32;
-      g.tensors[t.name] = t;
-      return t.name;
+      return add_value(g, of + "_float", ir::DType::kFloat32, g.tensor(of).shape);
     };
     ir::Node dq, op = n, qn;
     dq.op_type = "DequantizeLinear";

@@ -213,15 +213,6 @@ class Normalizer {
     const std::int8_t z = 0;
     return add_constant(g_, base + "_zero_point", DType::kInt8, {}, &z);
   }
-  std::string new_value(const std::string& base, DType dtype, const ir::Shape& shape) {
-    Tensor t;
-    t.name = unique_name(g_, base);
-    t.dtype = dtype;
-    t.shape = shape;
-    const std::string name = t.name;
-    g_.tensors[name] = std::move(t);
-    return name;
-  }
   ir::Shape shape_of(const std::string& v) const {
     const Tensor* t = g_.find(v);
     return t ? t->shape : ir::Shape{};
@@ -320,7 +311,7 @@ class Normalizer {
                                   shape_of(q)[axis] != static_cast<std::int64_t>(p.scales.size())))
         fail("node '{}' ({}): {} scales for '{}' do not match its shape {}", n.name, n.op_type,
              p.scales.size(), q, ir::shape_string(shape_of(q)));
-      const std::string f = new_value(q + "_float", DType::kFloat32, shape_of(q));
+      const std::string f = add_value(g_, q + "_float", DType::kFloat32, shape_of(q));
       out.push_back(qdq("DequantizeLinear", q, n.inputs[o.scale], input_or_empty(n, o.zero_point),
                         p.scales.size() > 1 ? axis : 1, f));
       float_inputs.push_back(f);
@@ -331,7 +322,7 @@ class Normalizer {
       const float alpha = n.op_type == "QGemm" ? n.get_float("alpha", 1.f) : 1.f;
       std::vector<float> scales;
       for (float ws : params.at(1).scales) scales.push_back(alpha * params.at(0).scales.at(0) * ws);
-      const std::string f = new_value(b + "_float", DType::kFloat32, shape_of(b));
+      const std::string f = add_value(g_, b + "_float", DType::kFloat32, shape_of(b));
       out.push_back(qdq("DequantizeLinear", b, float_constant(b + "_scale", scales), "",
                         scales.size() > 1 ? 0 : 1, f));
       float_inputs.push_back(f);
@@ -350,7 +341,7 @@ class Normalizer {
       return out;
     }
     const std::string& y = n.outputs.at(0);
-    const std::string yf = new_value(y + "_float", DType::kFloat32, shape_of(y));
+    const std::string yf = add_value(g_, y + "_float", DType::kFloat32, shape_of(y));
     op.outputs = {yf};
     out.push_back(op);
     out.push_back(qdq("QuantizeLinear", yf, n.inputs[form.output->scale],
@@ -362,8 +353,8 @@ class Normalizer {
                                             const std::string& zp, const QParams& p) {
     const std::string& x = n.inputs[0];
     const std::string& y = n.outputs[0];
-    const std::string xf = new_value(x + "_float", DType::kFloat32, shape_of(x));
-    const std::string yf = new_value(y + "_float", DType::kFloat32, shape_of(y));
+    const std::string xf = add_value(g_, x + "_float", DType::kFloat32, shape_of(x));
+    const std::string yf = add_value(g_, y + "_float", DType::kFloat32, shape_of(y));
     Node op = n;
     op.inputs[0] = xf;
     op.outputs = {yf};
@@ -440,7 +431,7 @@ class Normalizer {
       const float scale = p->symmetric_scale();
       const std::string s = float_constant(y + "_native_scale", {scale});
       const std::string z = int8_zero(y + "_native");
-      const std::string y8 = new_value(y + "_int8", DType::kInt8, shape_of(y));
+      const std::string y8 = add_value(g_, y + "_int8", DType::kInt8, shape_of(y));
       bool keep_original = std::find(g_.outputs.begin(), g_.outputs.end(), y) != g_.outputs.end();
       for (Node& m : g_.nodes) {
         if (&m == &g_.nodes[i] || std::find(m.inputs.begin(), m.inputs.end(), y) == m.inputs.end())
@@ -479,7 +470,7 @@ class Normalizer {
                        scale, relu ? ", its floor at 0 kept as a Relu" : "", unsaturated));
       std::size_t inserted = 0;
       if (keep_original) {
-        const std::string yf = new_value(y + "_float", DType::kFloat32, shape_of(y));
+        const std::string yf = add_value(g_, y + "_float", DType::kFloat32, shape_of(y));
         std::vector<Node> back = {
             qdq("DequantizeLinear", y8, s, z, 1, yf),
             qdq("QuantizeLinear", yf, original_scale, original_zp, original_axis, y)};
@@ -489,7 +480,7 @@ class Normalizer {
       }
       if (relu) {
         const std::string x = g_.nodes[i].inputs[0];
-        const std::string xr = new_value(x + "_relu", DType::kFloat32, shape_of(x));
+        const std::string xr = add_value(g_, x + "_relu", DType::kFloat32, shape_of(x));
         g_.nodes[i].inputs[0] = xr;
         insert(i, {make("Relu", xr, {x}, {xr})});
         inserted += 1;
@@ -525,8 +516,8 @@ class Normalizer {
       const float scale = p->symmetric_scale();
       const std::string s = float_constant(x + "_native_scale", {scale});
       const std::string z = int8_zero(x + "_native");
-      const std::string xf = new_value(x + "_float", DType::kFloat32, shape_of(x));
-      const std::string x8 = new_value(x + "_int8", DType::kInt8, shape_of(x));
+      const std::string xf = add_value(g_, x + "_float", DType::kFloat32, shape_of(x));
+      const std::string x8 = add_value(g_, x + "_int8", DType::kInt8, shape_of(x));
       std::vector<Node> conv = {qdq("DequantizeLinear", x, dq.inputs[1], input_or_empty(dq, 2),
                                     dq.get_int("axis", 1), xf),
                                 qdq("QuantizeLinear", xf, s, z, 1, x8)};

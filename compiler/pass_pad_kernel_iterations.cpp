@@ -14,7 +14,6 @@
 #include "compiler/passes.h"
 
 #include <algorithm>
-#include <map>
 
 namespace npukit::compiler {
 
@@ -28,7 +27,10 @@ ir::Node* acc_producer(ir::Graph& g, const ir::Node& n) {
   return nullptr;
 }
 
-void pad_odd_kernel_iterations(Context& ctx) {
+}  // namespace
+
+void pad_kernel_iterations(Context& ctx) {
+  if (ctx.options.allow_errata || ctx.options.arch != isa::kArch9x4x4) return;
   ir::Graph& g = ctx.graph;
   const isa::SaArch& arch = ctx.options.arch;
   std::vector<ir::Node*> megablocks;
@@ -65,13 +67,6 @@ void pad_odd_kernel_iterations(Context& ctx) {
           std::to_string(n->get_int("kernel_count_padded", 0)) +
           " kernels (the extra ones all zero) so the next conv avoids the 9,4,4 odd-KernelItr "
           "erratum");
-}
-
-}  // namespace
-
-void pad_kernel_iterations(Context& ctx) {
-  if (ctx.options.allow_errata || ctx.options.arch != isa::kArch9x4x4) return;
-  pad_odd_kernel_iterations(ctx);
 }
 
 }  // namespace npukit::compiler

@@ -16,7 +16,7 @@
 #include "compiler/passes.h"
 
 #include <algorithm>
-#include <cstring>
+#include <map>
 #include <set>
 
 namespace npukit::compiler {
@@ -121,11 +121,8 @@ void transpose_tall_images(Context& ctx) {
     return t;
   };
   auto rename_for_device = [&](const std::string& v) {
-    const std::string t = unique_name(g, v + "_transposed");
-    ir::Tensor tt = g.tensor(v);
-    tt.name = t;
-    tt.shape = swapped(tt.shape);
-    g.tensors[t] = tt;
+    const std::string t =
+        add_value(g, v + "_transposed", g.tensor(v).dtype, swapped(g.tensor(v).shape));
     if (auto q = ctx.quantization.find(v); q != ctx.quantization.end())
       ctx.quantization[t] = q->second;
     device_name[v] = t;
