@@ -54,8 +54,11 @@ inline std::map<std::string, std::vector<std::int8_t>> run_on_device(
   if (stats) *stats = dev.stats();
   // A program compiled for the hardware (no --allow-errata) must not hit any known erratum; the
   // device model recognises them independently of the compiler.
-  if (!r.ctx.options.allow_errata)
-    for (const auto& w : dev.diagnostics().warnings()) EXPECT_TRUE(w.erratum.empty()) << w.text();
+  if (!r.ctx.options.allow_errata) {
+    for (const auto& w : dev.diagnostics().warnings()) {
+      EXPECT_TRUE(w.erratum.empty()) << w.text();
+    }
+  }
   const auto frames = isa::parse_dispatch_frames(dev.take_dispatch_output());
   std::map<std::string, std::vector<std::int8_t>> out;
   for (const auto& name : r.program.outputs) {
