@@ -16,8 +16,8 @@
 //
 // Once the bytes are mapped, the sums are computed in whatever order is fastest (exact, by the
 // bound above): the regular, ChannelDuplicate and pointwise modes as one dense convolution in
-// register tiles (device/conv_kernels.h, AVX2 when the CPU has it), depthwise convs (one input
-// channel per output channel) one connection at a time.
+// register tiles (device/conv_kernels.h, the CPU's best SIMD path), depthwise convs (one input
+// channel per output channel) one connection at a time (conv_kernels::connection_conv).
 #include "device/block.h"
 #include "device/conv_kernels.h"
 
@@ -319,66 +319,6 @@ DenseWeights map_dense(const LayerContext& ctx, const ConvGeometry& g, const Map
   return d;
 }
 
-// acc[p] += w * x over every output pixel for one tap, on the padded plane.
-void accumulate_tap(std::int32_t* acc, const std::int8_t* plane, const ConvGeometry& g,
-                    std::uint64_t kh, std::uint64_t kw, std::int32_t w) {
-  const std::uint64_t s = g.stride;
-  for (std::uint64_t oh = 0; oh < g.oh; ++oh) {
-    const std::int8_t* row = plane + (oh * s + kh) * g.padded_w + kw;
-    std::int32_t* a = acc + oh * g.ow;
-    if (s == 1) {
-      for (std::uint64_t ow = 0; ow < g.ow; ++ow) a[ow] += w * row[ow];
-    } else {
-      for (std::uint64_t ow = 0; ow < g.ow; ++ow) a[ow] += w * row[ow * s];
-    }
-  }
-}
-
-// All taps of one connection at once for the common kernel sizes: the 9 (or 1, 4) products of a
-// pixel are summed in a register before touching the accumulator, which the compiler vectorises
-// over output pixels.
-template <int KH, int KW>
-void accumulate_connection_fixed(std::int32_t* acc, const std::int8_t* plane, const ConvGeometry& g,
-                                 const std::int8_t* taps) {
-  std::int32_t w[KH * KW];
-  for (int t = 0; t < KH * KW; ++t) w[t] = taps[t];
-  const std::uint64_t s = g.stride;
-  for (std::uint64_t oh = 0; oh < g.oh; ++oh) {
-    const std::int8_t* rows[KH];
-    for (int i = 0; i < KH; ++i)
-      rows[i] = plane + (oh * s + static_cast<std::uint64_t>(i)) * g.padded_w;
-    std::int32_t* a = acc + oh * g.ow;
-    if (s == 1) {
-      for (std::uint64_t ow = 0; ow < g.ow; ++ow) {
-        std::int32_t sum = 0;
-        for (int i = 0; i < KH; ++i)
-          for (int j = 0; j < KW; ++j)
-            sum += w[i * KW + j] * rows[i][ow + static_cast<std::uint64_t>(j)];
-        a[ow] += sum;
-      }
-    } else {
-      for (std::uint64_t ow = 0; ow < g.ow; ++ow) {
-        std::int32_t sum = 0;
-        for (int i = 0; i < KH; ++i)
-          for (int j = 0; j < KW; ++j)
-            sum += w[i * KW + j] * rows[i][ow * s + static_cast<std::uint64_t>(j)];
-        a[ow] += sum;
-      }
-    }
-  }
-}
-
-void accumulate_connection(std::int32_t* acc, const std::int8_t* plane, const ConvGeometry& g,
-                           const std::int8_t* taps) {
-  if (g.kh == 3 && g.kw == 3) return accumulate_connection_fixed<3, 3>(acc, plane, g, taps);
-  if (g.kh == 1 && g.kw == 1) return accumulate_connection_fixed<1, 1>(acc, plane, g, taps);
-  if (g.kh == 2 && g.kw == 2) return accumulate_connection_fixed<2, 2>(acc, plane, g, taps);
-  for (std::uint64_t t = 0; t < g.kh * g.kw; ++t) {
-    if (taps[t] == 0) continue;
-    accumulate_tap(acc, plane, g, t / g.kw, t % g.kw, taps[t]);
-  }
-}
-
 // Runs a regular, ChannelDuplicate or pointwise conv as one dense int8 convolution over every
 // channel with a non-zero weight (device/conv_kernels.h: each accumulator is summed in registers
 // over all channels and taps). The products are those of the per-connection loop, so the int32
@@ -568,19 +508,22 @@ BlockTiming run_conv(LayerContext& ctx) {
   if (dense)
     conv_dense(g, map, weights, planes, in_channels_padded, acc.data(),
                dram_partials ? partial.data() : nullptr, lanes, last_kern_first);
+  thread_local conv_kernels::PlaneSet plane_set;  // reused, like the buffers above
+  if (!dense)
+    conv_kernels::pack_planes(planes.data(), in_channels_padded, g.padded_h, g.padded_w, g.kh, g.kw,
+                              g.stride, plane_set);
   for (const auto& list : connections) {
     const auto k = static_cast<std::uint64_t>(&list - connections.data());
     std::int32_t* a = acc.data() + k * out_pixels;
     const bool snapshot = dram_partials && k >= last_kern_first;
     for (const Connection& conn : list) {
-      const std::int8_t* plane = planes.data() + conn.in_channel * plane_size;
       const bool before_last_group = snapshot && conn.chan_iter + 1 < map.citr;
       std::int32_t* target = a;
       if (before_last_group) {
         own.assign(out_pixels, 0);
         target = own.data();
       }
-      accumulate_connection(target, plane, g, conn.taps.data());
+      conv_kernels::connection_conv(plane_set, conn.in_channel, conn.taps.data(), target);
       if (before_last_group) {
         std::int32_t* part = partial.data();
         const std::uint64_t j = k - last_kern_first;

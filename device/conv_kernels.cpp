@@ -7,7 +7,6 @@
 // exactly; _mm256_maddubs_epi16 would saturate to int16 and is not used.) Virtual outputs that
 // are thrown away sum the same number of int8 products, so they stay within the bound too.
 #include "device/conv_kernels.h"
-#include "common/cpu.h"
 
 #include "common/error.h"
 
@@ -17,8 +16,8 @@
 namespace npukit::device::conv_kernels {
 
 namespace {
-std::atomic<Impl> g_impl{Impl::kAuto};
 struct TileTag;
+struct QuadChannelTag;
 
 std::uint32_t pair_word(std::int8_t lo, std::int8_t hi) {
   return static_cast<std::uint32_t>(static_cast<std::uint16_t>(std::int16_t{lo})) |
@@ -27,9 +26,6 @@ std::uint32_t pair_word(std::int8_t lo, std::int8_t hi) {
 std::int32_t low16(std::uint32_t v) { return static_cast<std::int16_t>(v & 0xFFFF); }
 std::int32_t high16(std::uint32_t v) { return static_cast<std::int16_t>(v >> 16); }
 }  // namespace
-
-void set_impl(Impl impl) { g_impl.store(impl); }
-Impl impl() { return g_impl.load(); }
 
 namespace detail {
 
@@ -121,10 +117,121 @@ void tiles_scalar(const Packed& p, std::uint64_t kb, std::uint64_t pair_begin,
     }
 }
 
+void pack_quads(const DenseConv& c, PackedQuads& p) {
+  const std::uint64_t s = c.stride;
+  const std::uint64_t hq = (c.padded_h + s - 1) / s;
+  p.wq = (c.padded_w + s - 1) / s;
+  p.taps = c.kh * c.kw;
+  // Channels in quads: the first phase padded to a multiple of 4, then the second.
+  std::vector<std::int64_t>& chans = thread_buffer<std::int64_t, QuadChannelTag>();
+  chans.clear();
+  for (std::uint64_t i = 0; i < c.channels.size(); ++i) {
+    if (i == c.split)
+      while (chans.size() % 4) chans.push_back(-1);
+    chans.push_back(c.channels[i]);
+  }
+  while (chans.size() % 4) chans.push_back(-1);
+  p.quads = chans.size() / 4;
+  p.split_quads = c.split == c.channels.size() ? p.quads : (c.split + 3) / 4;
+  std::vector<std::int64_t> slot(s * s, -1);
+  std::int64_t slots = 0;
+  for (std::uint64_t i = 0; i < c.kh; ++i)
+    for (std::uint64_t j = 0; j < c.kw; ++j)
+      if (slot[(i % s) * s + j % s] < 0) slot[(i % s) * s + j % s] = slots++;
+  const std::uint64_t phase_words = hq * p.wq;
+  p.plane_words = static_cast<std::uint64_t>(slots) * phase_words;
+  p.tap_offset.clear();
+  for (std::uint64_t i = 0; i < c.kh; ++i)
+    for (std::uint64_t j = 0; j < c.kw; ++j)
+      p.tap_offset.push_back(static_cast<std::int64_t>(
+          static_cast<std::uint64_t>(slot[(i % s) * s + j % s]) * phase_words + (i / s) * p.wq +
+          j / s));
+  p.q_count = c.oh() * p.wq;
+  p.q_padded = (p.q_count + kTileQ4 - 1) / kTileQ4 * kTileQ4;
+  // 0x80808080: every byte x = 0 (the value of padding and of the zero channels).
+  p.x.assign(p.quads * p.plane_words + p.q_padded, 0x80808080u);
+  const std::uint64_t plane_size = c.padded_h * c.padded_w;
+  auto plane = [&](std::int64_t ch) -> const std::int8_t* {
+    if (ch < 0) return nullptr;
+    if (static_cast<std::uint64_t>(ch) >= c.plane_count)
+      fail("dense_conv: channel {} is not one of the {} planes", ch, c.plane_count);
+    return c.planes + static_cast<std::uint64_t>(ch) * plane_size;
+  };
+  for (std::uint64_t qd = 0; qd < p.quads; ++qd) {
+    const std::int8_t* src[4];
+    for (int b = 0; b < 4; ++b) src[b] = plane(chans[4 * qd + static_cast<std::uint64_t>(b)]);
+    for (std::uint64_t ry = 0; ry < s; ++ry)
+      for (std::uint64_t rx = 0; rx < s; ++rx) {
+        if (slot[ry * s + rx] < 0) continue;
+        std::uint32_t* dst = p.x.data() + qd * p.plane_words +
+                             static_cast<std::uint64_t>(slot[ry * s + rx]) * phase_words;
+        for (std::uint64_t yq = 0; yq < hq && yq * s + ry < c.padded_h; ++yq)
+          for (std::uint64_t xq = 0; xq < p.wq && xq * s + rx < c.padded_w; ++xq) {
+            const std::uint64_t at = (yq * s + ry) * c.padded_w + xq * s + rx;
+            std::uint32_t word = 0;
+            for (int b = 0; b < 4; ++b) {
+              const std::int8_t v = src[b] ? src[b][at] : 0;
+              word |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(v + 128)) << (8 * b);
+            }
+            dst[yq * p.wq + xq] = word;
+          }
+      }
+  }
+  p.kn_padded = (c.kn + kTileK4 - 1) / kTileK4 * kTileK4;
+  p.w.assign(p.kn_padded * p.quads * p.taps, 0);
+  p.offset_first.assign(c.kn, 0);
+  p.offset_all.assign(c.kn, 0);
+  for (std::uint64_t k = 0; k < c.kn; ++k) {
+    const std::uint64_t kb = k / kTileK4, kk = k % kTileK4;
+    const std::int8_t* wk = c.weights + k * c.plane_count * p.taps;
+    std::uint32_t sum_first = 0, sum_all = 0;
+    for (std::uint64_t qd = 0; qd < p.quads; ++qd)
+      for (std::uint64_t t = 0; t < p.taps; ++t) {
+        std::uint32_t word = 0;
+        for (int b = 0; b < 4; ++b) {
+          const std::int64_t ch = chans[4 * qd + static_cast<std::uint64_t>(b)];
+          // plane() has checked the channels.
+          const std::int8_t v = ch < 0 ? 0 : wk[static_cast<std::uint64_t>(ch) * p.taps + t];
+          word |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(v)) << (8 * b);
+          sum_all += static_cast<std::uint32_t>(std::int32_t{v});
+          if (qd < p.split_quads) sum_first += static_cast<std::uint32_t>(std::int32_t{v});
+        }
+        p.w[((kb * p.quads + qd) * p.taps + t) * kTileK4 + kk] = word;
+      }
+    p.offset_first[k] = 128u * sum_first;
+    p.offset_all[k] = 128u * sum_all;
+  }
+}
+
+void quad_tiles_scalar(const PackedQuads& p, std::uint64_t kb, std::uint64_t quad_begin,
+                       std::uint64_t quad_end, bool accumulate, std::int32_t* y) {
+  if (!accumulate) std::fill(y, y + kTileK4 * p.q_padded, 0);
+  const std::uint32_t* w = p.w.data() + kb * p.quads * p.taps * kTileK4;
+  for (std::uint64_t qd = quad_begin; qd < quad_end; ++qd)
+    for (std::uint64_t t = 0; t < p.taps; ++t) {
+      const std::uint32_t* x =
+          p.x.data() + qd * p.plane_words + static_cast<std::uint64_t>(p.tap_offset[t]);
+      for (std::uint64_t kk = 0; kk < kTileK4; ++kk) {
+        const std::uint32_t wq = w[(qd * p.taps + t) * kTileK4 + kk];
+        std::int32_t wb[4];
+        for (int b = 0; b < 4; ++b) wb[b] = static_cast<std::int8_t>(wq >> (8 * b));
+        std::int32_t* yk = y + kk * p.q_padded;
+        for (std::uint64_t q = 0; q < p.q_padded; ++q) {
+          // vpdpbusd: 4 u8 x s8 products summed, added to the lane with a 32-bit wrap.
+          std::int32_t sum = 0;
+          for (int b = 0; b < 4; ++b)
+            sum += static_cast<std::int32_t>((x[q] >> (8 * b)) & 0xFF) * wb[b];
+          yk[q] = static_cast<std::int32_t>(static_cast<std::uint32_t>(yk[q]) +
+                                            static_cast<std::uint32_t>(sum));
+        }
+      }
+    }
+}
+
 }  // namespace detail
 
-void dense_conv(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot, Impl impl) {
-  using namespace detail;
+namespace {
+void check(const DenseConv& c) {
   if (c.channels.size() % 2 || c.split % 2 || c.split > c.channels.size())
     fail("dense_conv: {} channels with the split at {}; both must be even", c.channels.size(),
          c.split);
@@ -134,52 +241,154 @@ void dense_conv(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot, I
   // The int32 bound of the file comment: at most 2^17 - 1 products per output.
   if (c.channels.size() * c.kh * c.kw >= (std::uint64_t{1} << 17))
     fail("dense_conv: {} channels x {} taps could overflow int32", c.channels.size(), c.kh * c.kw);
-  if (impl == Impl::kAuto) impl = conv_kernels::impl();
-  bool avx2 = false;
-  switch (impl) {
-    case Impl::kScalar:
-      break;
-    case Impl::kAvx2:
-      if (!cpu_has_avx2()) fail("dense_conv: AVX2 requested but this CPU does not support it");
-      avx2 = true;
-      break;
-    case Impl::kAuto:
-      avx2 = cpu_has_avx2();
-      break;
-  }
-  thread_local Packed p;
-  pack(c, p);
-  auto run = [&](std::uint64_t kb, std::uint64_t begin, std::uint64_t end, bool accumulate,
-                 std::int32_t* y) {
-    if (avx2)
-      tiles_avx2(p, kb, begin, end, accumulate, y);
-    else
-      tiles_scalar(p, kb, begin, end, accumulate, y);
-  };
+}
+
+// Runs `run(kb, begin, end, accumulate, y)` over the output-channel tiles and copies the tile
+// rows out: snapshot rows after the first phase, acc rows at the end, each minus its offset.
+template <typename Run>
+void drive(const DenseConv& c, std::uint64_t tile_k, std::uint64_t kn_padded,
+           std::uint64_t q_padded, std::uint64_t wq, std::uint64_t split, std::uint64_t total,
+           const std::uint32_t* offset_first, const std::uint32_t* offset_all, std::int32_t* acc,
+           std::int32_t* snapshot, Run&& run) {
   const std::uint64_t oh = c.oh(), ow = c.ow(), pixels = oh * ow;
   // Virtual outputs back to pixels: row oh of the tile starts at oh * wq.
-  auto extract = [&](const std::int32_t* y, std::int32_t* out) {
-    for (std::uint64_t r = 0; r < oh; ++r) std::copy_n(y + r * p.wq, ow, out + r * ow);
+  auto extract = [&](const std::int32_t* y, std::uint32_t offset, std::int32_t* out) {
+    for (std::uint64_t r = 0; r < oh; ++r) {
+      const std::int32_t* src = y + r * wq;
+      std::int32_t* dst = out + r * ow;
+      if (offset == 0) {
+        std::copy_n(src, ow, dst);
+      } else {
+        for (std::uint64_t i = 0; i < ow; ++i)
+          dst[i] = static_cast<std::int32_t>(static_cast<std::uint32_t>(src[i]) - offset);
+      }
+    }
   };
   std::vector<std::int32_t>& y = thread_buffer<std::int32_t, TileTag>();
-  y.resize(kTileK * p.q_padded);  // every tile starts with accumulate = false
-  const std::uint64_t split_pairs = c.split / 2;
-  for (std::uint64_t kb = 0; kb < p.kn_padded / kTileK; ++kb) {
-    const std::uint64_t k0 = kb * kTileK;
-    if (snapshot && k0 + kTileK > c.snapshot_from) {
-      run(kb, 0, split_pairs, false, y.data());
-      for (std::uint64_t kk = 0; kk < kTileK; ++kk) {
+  y.resize(tile_k * q_padded);  // every tile starts with accumulate = false
+  for (std::uint64_t kb = 0; kb < kn_padded / tile_k; ++kb) {
+    const std::uint64_t k0 = kb * tile_k;
+    if (snapshot && k0 + tile_k > c.snapshot_from) {
+      run(kb, 0, split, false, y.data());
+      for (std::uint64_t kk = 0; kk < tile_k; ++kk) {
         const std::uint64_t k = k0 + kk;
         if (k < c.kn && k >= c.snapshot_from)
-          extract(y.data() + kk * p.q_padded, snapshot + (k - c.snapshot_from) * pixels);
+          extract(y.data() + kk * q_padded, offset_first ? offset_first[k] : 0,
+                  snapshot + (k - c.snapshot_from) * pixels);
       }
-      run(kb, split_pairs, p.pairs, true, y.data());
+      run(kb, split, total, true, y.data());
     } else {
-      run(kb, 0, p.pairs, false, y.data());
+      run(kb, 0, total, false, y.data());
     }
-    for (std::uint64_t kk = 0; kk < kTileK && k0 + kk < c.kn; ++kk)
-      extract(y.data() + kk * p.q_padded, acc + (k0 + kk) * pixels);
+    for (std::uint64_t kk = 0; kk < tile_k && k0 + kk < c.kn; ++kk)
+      extract(y.data() + kk * q_padded, offset_all ? offset_all[k0 + kk] : 0,
+              acc + (k0 + kk) * pixels);
   }
 }
+}  // namespace
+
+namespace detail {
+void dense_conv_quads(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot,
+                      QuadTiles tiles) {
+  check(c);
+  thread_local PackedQuads p;
+  pack_quads(c, p);
+  drive(c, kTileK4, p.kn_padded, p.q_padded, p.wq, p.split_quads, p.quads, p.offset_first.data(),
+        p.offset_all.data(), acc, snapshot,
+        [&](std::uint64_t kb, std::uint64_t begin, std::uint64_t end, bool accumulate,
+            std::int32_t* y) { tiles(p, kb, begin, end, accumulate, y); });
+}
+}  // namespace detail
+
+void dense_conv(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot, Isa isa) {
+  using namespace detail;
+  const Isa level = cpu::resolve(isa, "dense_conv");
+  if (cpu::path_allowed(level, Isa::kAvx512Vnni))
+    return dense_conv_quads(c, acc, snapshot, quad_tiles_avx512vnni);
+  if (cpu::path_allowed(level, Isa::kAvxVnni))
+    return dense_conv_quads(c, acc, snapshot, quad_tiles_avxvnni);
+  check(c);
+  const bool avx2 = cpu::path_allowed(level, Isa::kAvx2);
+  thread_local Packed p;
+  pack(c, p);
+  drive(c, kTileK, p.kn_padded, p.q_padded, p.wq, c.split / 2, p.pairs, nullptr, nullptr, acc,
+        snapshot,
+        [&](std::uint64_t kb, std::uint64_t begin, std::uint64_t end, bool accumulate,
+            std::int32_t* y) {
+          if (avx2)
+            tiles_avx2(p, kb, begin, end, accumulate, y);
+          else
+            tiles_scalar(p, kb, begin, end, accumulate, y);
+        });
+}
+
+void pack_planes(const std::int8_t* planes, std::uint64_t plane_count, std::uint64_t padded_h,
+                 std::uint64_t padded_w, std::uint64_t kh, std::uint64_t kw, std::uint64_t s,
+                 PlaneSet& set) {
+  if (s < 1 || kh < 1 || kw < 1 || padded_h < kh || padded_w < kw)
+    fail("pack_planes: a {}x{} kernel with stride {} on a {}x{} plane", kh, kw, s, padded_h,
+         padded_w);
+  set.padded_h = padded_h, set.padded_w = padded_w, set.kh = kh, set.kw = kw, set.stride = s;
+  set.oh = (padded_h - kh) / s + 1;
+  set.ow = (padded_w - kw) / s + 1;
+  const std::uint64_t hq = (padded_h + s - 1) / s;
+  set.wq = (padded_w + s - 1) / s;
+  std::vector<std::int64_t> slot(s * s, -1);
+  std::int64_t slots = 0;
+  for (std::uint64_t i = 0; i < kh; ++i)
+    for (std::uint64_t j = 0; j < kw; ++j)
+      if (slot[(i % s) * s + j % s] < 0) slot[(i % s) * s + j % s] = slots++;
+  const std::uint64_t phase = hq * set.wq;
+  set.plane_words = static_cast<std::uint64_t>(slots) * phase;
+  set.tap_offset.clear();
+  for (std::uint64_t i = 0; i < kh; ++i)
+    for (std::uint64_t j = 0; j < kw; ++j)
+      set.tap_offset.push_back(
+          static_cast<std::int64_t>(static_cast<std::uint64_t>(slot[(i % s) * s + j % s]) * phase +
+                                    (i / s) * set.wq + j / s));
+  // Slack: a 16-output vector starting at the last output reads 15 elements past it.
+  set.x.assign(plane_count * set.plane_words + 32, 0);
+  for (std::uint64_t c = 0; c < plane_count; ++c) {
+    const std::int8_t* src = planes + c * padded_h * padded_w;
+    for (std::uint64_t ry = 0; ry < s; ++ry)
+      for (std::uint64_t rx = 0; rx < s; ++rx) {
+        if (slot[ry * s + rx] < 0) continue;
+        std::int16_t* dst = set.x.data() + c * set.plane_words +
+                            static_cast<std::uint64_t>(slot[ry * s + rx]) * phase;
+        for (std::uint64_t yq = 0; yq < hq && yq * s + ry < padded_h; ++yq) {
+          const std::int8_t* row = src + (yq * s + ry) * padded_w;
+          for (std::uint64_t xq = 0; xq < set.wq && xq * s + rx < padded_w; ++xq)
+            dst[yq * set.wq + xq] = row[xq * s + rx];
+        }
+      }
+  }
+}
+
+void connection_conv(const PlaneSet& set, std::uint64_t plane, const std::int8_t* taps,
+                     std::int32_t* acc, Isa isa) {
+  if ((plane + 1) * set.plane_words + 32 > set.x.size())
+    fail("connection_conv: plane {} is not in the packed set", plane);
+  if (cpu::path_allowed(cpu::resolve(isa, "connection_conv"), Isa::kAvx2))
+    detail::connection_avx2(set, plane, taps, acc);
+  else
+    detail::connection_scalar(set, plane, taps, acc);
+}
+
+namespace detail {
+void connection_scalar(const PlaneSet& set, std::uint64_t plane, const std::int8_t* taps,
+                       std::int32_t* acc) {
+  const std::int16_t* base = set.x.data() + plane * set.plane_words;
+  const std::uint64_t n_taps = set.kh * set.kw;
+  for (std::uint64_t r = 0; r < set.oh; ++r) {
+    std::int32_t* a = acc + r * set.ow;
+    for (std::uint64_t t = 0; t < n_taps; ++t) {
+      const std::int32_t w = taps[t];
+      if (w == 0) continue;
+      const std::int16_t* x = base + set.tap_offset[t] + r * set.wq;
+      for (std::uint64_t i = 0; i < set.ow; ++i) a[i] += w * x[i];
+    }
+  }
+}
+}  // namespace detail
 
 }  // namespace npukit::device::conv_kernels

@@ -2,23 +2,19 @@
 // input channel, tap): a dense int8 convolution summed exactly in int32 (device/conv.cpp decides
 // which channels take part and which weight multiplies what; this file only adds products).
 //
-// Two implementations of the same packed algorithm: a plain scalar one (the reference) and an
-// AVX2 one (_mm256_madd_epi16), chosen at run time; tests compare them with each other and with a
-// plain nested loop.
+// Paths, chosen at run time by the project's one resolver (common/cpu.h, NPUKIT_ISA): a plain
+// scalar one (the reference), AVX2 (_mm256_madd_epi16 on int16 channel pairs), and for the
+// VNNI levels the same sums with vpdpbusd on unsigned channel quads (x + 128 as u8, then
+// 128 * sum(w) subtracted per output: exact in wrapping int32 arithmetic). Tests compare every
+// path the CPU has with the scalar one and with a plain nested loop.
 #pragma once
+
+#include "common/cpu.h"
 
 #include <cstdint>
 #include <vector>
 
 namespace npukit::device::conv_kernels {
-
-// Which implementation runs: kAuto picks AVX2 when the CPU has it, kScalar is the reference,
-// kAvx2 throws on a CPU without AVX2.
-enum class Impl { kAuto, kScalar, kAvx2 };
-
-// The implementation the CONV megablock uses (process-wide; tests and benchmarks switch it).
-void set_impl(Impl impl);
-Impl impl();
 
 struct DenseConv {
   // The padded, row-skipped input planes: plane c at planes + c * padded_h * padded_w.
@@ -46,8 +42,26 @@ struct DenseConv {
 // acc[k * oh*ow + p] = sum over channels and taps of weight * input, exact in int32 (the caller
 // guarantees the bound: channels.size() * kh*kw * 2^14 < 2^31). snapshot[(k - snapshot_from) *
 // oh*ow + p] = the same sum over channels [0, split) (may be null when snapshot_from = kn).
+// isa: kAuto follows cpu::active(); a named level the CPU lacks throws.
 void dense_conv(const DenseConv& conv, std::int32_t* acc, std::int32_t* snapshot,
-                Impl impl = Impl::kAuto);
+                Isa isa = Isa::kAuto);
+
+// One output channel's connection to one input plane (the depthwise modes): acc[p] += sum over
+// taps of taps[t] * input, for every output pixel p of the plane (oh * ow, row-major). Planes
+// are given as int16 phase planes built once per layer by pack_planes.
+struct PlaneSet {
+  std::uint64_t padded_h = 0, padded_w = 0, kh = 1, kw = 1, stride = 1;
+  std::uint64_t wq = 0, plane_words = 0, oh = 0, ow = 0;
+  std::vector<std::int64_t> tap_offset;  // per tap, in int16 elements from a plane's start
+  std::vector<std::int16_t> x;           // plane_count * plane_words + slack
+};
+// Fills `set` from plane_count int8 planes of padded_h x padded_w (reusing its buffers).
+void pack_planes(const std::int8_t* planes, std::uint64_t plane_count, std::uint64_t padded_h,
+                 std::uint64_t padded_w, std::uint64_t kh, std::uint64_t kw, std::uint64_t stride,
+                 PlaneSet& set);
+// acc (oh * ow int32) += the convolution of plane `plane` with kh*kw `taps`.
+void connection_conv(const PlaneSet& set, std::uint64_t plane, const std::int8_t* taps,
+                     std::int32_t* acc, Isa isa = Isa::kAuto);
 
 // A buffer kept per thread from call to call, told apart by Tag (use a type local to the file).
 // The layers of a network allocate the same large buffers again and again, and on the build
@@ -94,6 +108,47 @@ void tiles_scalar(const Packed& p, std::uint64_t kb, std::uint64_t pair_begin,
                   std::uint64_t pair_end, bool accumulate, std::int32_t* y);
 void tiles_avx2(const Packed& p, std::uint64_t kb, std::uint64_t pair_begin, std::uint64_t pair_end,
                 bool accumulate, std::int32_t* y);
+
+// The VNNI levels' operands: channels in quads (each phase padded to a multiple of 4 with zero
+// channels), one 32-bit word per pixel holding the 4 channels as u8 = x + 128, weights as 4 s8
+// per word, and per output channel 128 * the sum of its weights over the first phase and over
+// all channels (wrapping), subtracted from vpdpbusd's sums.
+struct PackedQuads {
+  std::uint64_t quads = 0, split_quads = 0, taps = 0;
+  std::uint64_t wq = 0, plane_words = 0, q_count = 0, q_padded = 0, kn_padded = 0;
+  std::vector<std::int64_t> tap_offset;
+  std::vector<std::uint32_t> x;  // quads * plane_words + q_padded words
+  std::vector<std::uint32_t> w;  // [kn_padded / kTileK4][quads][taps][kTileK4]
+  std::vector<std::uint32_t> offset_first, offset_all;  // per output channel
+};
+
+constexpr std::uint64_t kTileK4 = 8;   // output channels per tile
+constexpr std::uint64_t kTileQ4 = 48;  // virtual outputs per tile (3 x 16 lanes)
+
+void pack_quads(const DenseConv& conv, PackedQuads& p);
+
+// y[kk * q_padded + q] (+)= sum over quads [quad_begin, quad_end) and taps of the u8 x s8
+// products (the offset sums; wrapping int32), for the kTileK4 output channels of tile kb.
+using QuadTiles = void (*)(const PackedQuads& p, std::uint64_t kb, std::uint64_t quad_begin,
+                           std::uint64_t quad_end, bool accumulate, std::int32_t* y);
+// vpdpbusd's arithmetic in plain C++ (tests the packing and the offset on any CPU).
+void quad_tiles_scalar(const PackedQuads& p, std::uint64_t kb, std::uint64_t quad_begin,
+                       std::uint64_t quad_end, bool accumulate, std::int32_t* y);
+void quad_tiles_avxvnni(const PackedQuads& p, std::uint64_t kb, std::uint64_t quad_begin,
+                        std::uint64_t quad_end, bool accumulate, std::int32_t* y);
+void quad_tiles_avx512vnni(const PackedQuads& p, std::uint64_t kb, std::uint64_t quad_begin,
+                           std::uint64_t quad_end, bool accumulate, std::int32_t* y);
+
+// dense_conv on the quad operands with the given tiles (dense_conv calls it at the VNNI levels;
+// tests call it with quad_tiles_scalar).
+void dense_conv_quads(const DenseConv& conv, std::int32_t* acc, std::int32_t* snapshot,
+                      QuadTiles tiles);
+
+// connection_conv's paths.
+void connection_scalar(const PlaneSet& set, std::uint64_t plane, const std::int8_t* taps,
+                       std::int32_t* acc);
+void connection_avx2(const PlaneSet& set, std::uint64_t plane, const std::int8_t* taps,
+                     std::int32_t* acc);
 
 }  // namespace detail
 

@@ -59,7 +59,73 @@ __attribute__((target("avx2"))) void tiles_avx2(const Packed& p, std::uint64_t k
   }
 }
 
+// One connection (depthwise): per output row, 16 outputs at a time, the taps in pairs (a, b):
+// the int16 inputs of tap a and tap b are interleaved (unpacklo/hi) so one _mm256_madd_epi16
+// with the broadcast weight pair (w_a, w_b) adds both products per output into an int32 lane
+// (|lane| <= 2^15, exact; an odd last tap pairs with weight 0). unpacklo holds outputs 0-3 and
+// 8-11, unpackhi 4-7 and 12-15; the permutes put them back in order before the add to acc.
+__attribute__((target("avx2"))) void connection_avx2(const PlaneSet& set, std::uint64_t plane,
+                                                     const std::int8_t* taps, std::int32_t* acc) {
+  const std::int16_t* base = set.x.data() + plane * set.plane_words;
+  const std::uint64_t n_taps = set.kh * set.kw;
+  constexpr std::uint64_t kMaxPairs = 32;  // up to 64 taps (the array has at most 16 rows)
+  std::int64_t off_a[kMaxPairs], off_b[kMaxPairs];
+  __m256i wpair[kMaxPairs];
+  std::uint64_t pairs = 0;
+  std::int64_t pending = -1;
+  for (std::uint64_t t = 0; t <= n_taps; ++t) {
+    const bool last = t == n_taps;
+    if (!last && taps[t] == 0) continue;
+    if (pending < 0 && !last) {
+      pending = static_cast<std::int64_t>(t);
+      continue;
+    }
+    if (pending < 0) break;
+    if (pairs == kMaxPairs) fail("connection_conv: more than {} taps", 2 * kMaxPairs);
+    const std::uint64_t a = static_cast<std::uint64_t>(pending);
+    const std::int16_t wb = last ? std::int16_t{0} : std::int16_t{taps[t]};
+    off_a[pairs] = set.tap_offset[a];
+    off_b[pairs] = last ? set.tap_offset[a] : set.tap_offset[t];
+    wpair[pairs] = _mm256_set1_epi32(static_cast<int>(
+        static_cast<std::uint32_t>(static_cast<std::uint16_t>(std::int16_t{taps[a]})) |
+        (static_cast<std::uint32_t>(static_cast<std::uint16_t>(wb)) << 16)));
+    ++pairs;
+    pending = -1;
+  }
+  if (pairs == 0) return;
+  const std::uint64_t ow = set.ow;
+  for (std::uint64_t r = 0; r < set.oh; ++r) {
+    const std::int16_t* row = base + r * set.wq;
+    std::int32_t* a = acc + r * ow;
+    for (std::uint64_t i = 0; i < ow; i += 16) {
+      __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+      for (std::uint64_t k = 0; k < pairs; ++k) {
+        const __m256i xa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + off_a[k] + i));
+        const __m256i xb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + off_b[k] + i));
+        lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(xa, xb), wpair[k]));
+        hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(xa, xb), wpair[k]));
+      }
+      const __m256i first = _mm256_permute2x128_si256(lo, hi, 0x20);
+      const __m256i second = _mm256_permute2x128_si256(lo, hi, 0x31);
+      if (i + 16 <= ow) {
+        __m256i* out = reinterpret_cast<__m256i*>(a + i);
+        _mm256_storeu_si256(out, _mm256_add_epi32(_mm256_loadu_si256(out), first));
+        _mm256_storeu_si256(out + 1, _mm256_add_epi32(_mm256_loadu_si256(out + 1), second));
+      } else {
+        alignas(32) std::int32_t tmp[16];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), first);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(tmp + 8), second);
+        for (std::uint64_t j = 0; i + j < ow; ++j) a[i + j] += tmp[j];
+      }
+    }
+  }
+}
+
 #else
+
+void connection_avx2(const PlaneSet&, std::uint64_t, const std::int8_t*, std::int32_t*) {
+  fail("connection_conv: AVX2 on a CPU that is not x86");
+}
 
 void tiles_avx2(const Packed&, std::uint64_t, std::uint64_t, std::uint64_t, bool, std::int32_t*) {
   fail("dense_conv: AVX2 tiles on a CPU that is not x86");

@@ -1,11 +1,14 @@
-// The CONV arithmetic (device/conv_kernels.h): the AVX2 tiles against the scalar tiles, and both
-// against a plain nested loop written here, on random shapes and on the extreme values that give
-// the largest sums; then whole CONV layers through the device's byte interface with each
-// implementation, against the NCHW loop of test_programs.h (raw int32 sums and the 14.11 DRAM
-// partial sums, on all three arrays, depthwise and ConvType PW included).
+// The CONV arithmetic (device/conv_kernels.h): every SIMD path this CPU has (common/cpu.h levels;
+// the others are skipped with a message) against the scalar tiles, and all against a plain
+// nested loop written here, on random shapes and on the extreme values that give the largest
+// sums; the VNNI quad packing and its 128 * sum(w) offset through a plain C++ model of vpdpbusd
+// (so they are checked on CPUs without VNNI too); the depthwise connection kernel against a
+// plain loop; then whole CONV layers through the device's byte interface at each level, against
+// the NCHW loop of test_programs.h (raw int32 sums and the 14.11 DRAM partial sums, on all three
+// arrays, depthwise and ConvType PW included).
 #include "device/conv_kernels.h"
-#include "common/cpu.h"
 
+#include "common/cpu.h"
 #include "common/error.h"
 #include "device/device.h"
 #include "device/test_programs.h"
@@ -13,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <iostream>
 #include <random>
 
 namespace npukit::device {
@@ -65,12 +69,30 @@ struct Result {
   std::vector<std::int32_t> acc, snapshot;
 };
 
-Result run(const ck::DenseConv& c, ck::Impl impl) {
+// isa kAuto here means: the quad packing with the plain C++ vpdpbusd (quad_tiles_scalar).
+Result run(const ck::DenseConv& c, Isa isa) {
   Result r;
   r.acc.assign(c.kn * c.oh() * c.ow(), 0x5A5A5A5A);  // every value must be written
   r.snapshot.assign((c.kn - c.snapshot_from) * c.oh() * c.ow(), 0x5A5A5A5A);
-  ck::dense_conv(c, r.acc.data(), c.snapshot_from < c.kn ? r.snapshot.data() : nullptr, impl);
+  std::int32_t* snap = c.snapshot_from < c.kn ? r.snapshot.data() : nullptr;
+  if (isa == Isa::kAuto)
+    ck::detail::dense_conv_quads(c, r.acc.data(), snap, ck::detail::quad_tiles_scalar);
+  else
+    ck::dense_conv(c, r.acc.data(), snap, isa);
   return r;
+}
+
+// The SIMD levels this CPU has, after telling the log which it lacks (once per test).
+std::vector<Isa> simd_levels() {
+  std::vector<Isa> out;
+  for (Isa isa : cpu::kAllIsas) {
+    if (isa == Isa::kScalar) continue;
+    if (cpu::supports(isa))
+      out.push_back(isa);
+    else
+      std::cout << "[ skipped  ] the " << cpu::name(isa) << " path: this CPU lacks it\n";
+  }
+  return out;
 }
 
 std::vector<std::int32_t> narrow(const std::vector<std::int64_t>& v) {
@@ -141,7 +163,8 @@ Problem random_problem(std::mt19937& rng, Values values) {
   return p;
 }
 
-TEST(ConvKernels, ScalarAndAvx2EqualThePlainLoopOnRandomShapes) {
+TEST(ConvKernels, EveryPathEqualsThePlainLoopOnRandomShapes) {
+  const std::vector<Isa> levels = simd_levels();
   std::mt19937 rng(2024);
   int checked = 0;
   for (int trial = 0; trial < 400; ++trial) {
@@ -155,21 +178,23 @@ TEST(ConvKernels, ScalarAndAvx2EqualThePlainLoopOnRandomShapes) {
                  << " snapshot from " << c.snapshot_from);
     std::vector<std::int64_t> acc, snapshot;
     plain_conv(c, acc, snapshot);
-    const Result scalar = run(c, ck::Impl::kScalar);
+    const Result scalar = run(c, Isa::kScalar);
     EXPECT_EQ(scalar.acc, narrow(acc));
     if (c.snapshot_from < c.kn) {
       EXPECT_EQ(scalar.snapshot, narrow(snapshot));
     }
-    if (cpu_has_avx2()) {
-      const Result avx2 = run(c, ck::Impl::kAvx2);
-      EXPECT_EQ(avx2.acc, scalar.acc);
-      EXPECT_EQ(avx2.snapshot, scalar.snapshot);
+    const Result quads = run(c, Isa::kAuto);
+    EXPECT_EQ(quads.acc, scalar.acc) << "quad packing (plain vpdpbusd)";
+    EXPECT_EQ(quads.snapshot, scalar.snapshot) << "quad packing (plain vpdpbusd)";
+    for (Isa isa : levels) {
+      const Result simd = run(c, isa);
+      EXPECT_EQ(simd.acc, scalar.acc) << cpu::name(isa);
+      EXPECT_EQ(simd.snapshot, scalar.snapshot) << cpu::name(isa);
     }
     ++checked;
     if (::testing::Test::HasFailure()) break;
   }
   EXPECT_EQ(checked, 400);
-  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2 on this CPU: only the scalar path was checked";
 }
 
 // The largest sum dense_conv accepts: 8190 channels x 16 taps of (-128)^2 is 2^31 - 524288.
@@ -190,11 +215,15 @@ TEST(ConvKernels, LargestAcceptedSumsAreExact) {
     const auto full = static_cast<std::int32_t>(8190 * 16 * product);
     const auto part = static_cast<std::int32_t>(4094 * 16 * product);
     EXPECT_EQ(std::int64_t{full}, 8190 * 16 * product);
-    for (const ck::Impl impl : {ck::Impl::kScalar, ck::Impl::kAvx2}) {
-      if (impl == ck::Impl::kAvx2 && !cpu_has_avx2()) continue;
-      const Result r = run(c, impl);
-      EXPECT_EQ(r.acc, std::vector<std::int32_t>(6, full)) << "weights " << w;
-      EXPECT_EQ(r.snapshot, std::vector<std::int32_t>(4, part)) << "weights " << w;
+    std::vector<Isa> paths = {Isa::kScalar, Isa::kAuto};  // kAuto: the plain quad model
+    for (Isa isa : cpu::kAllIsas)
+      if (isa != Isa::kScalar && cpu::supports(isa)) paths.push_back(isa);
+    for (const Isa isa : paths) {
+      const Result r = run(c, isa);
+      EXPECT_EQ(r.acc, std::vector<std::int32_t>(6, full))
+          << "weights " << w << " " << cpu::name(isa);
+      EXPECT_EQ(r.snapshot, std::vector<std::int32_t>(4, part))
+          << "weights " << w << " " << cpu::name(isa);
     }
   }
 }
@@ -216,14 +245,69 @@ TEST(ConvKernels, RefusesSumsThatCouldLeaveInt32AndBadChannelLists) {
   EXPECT_THROW(ck::dense_conv(c, &out, nullptr), Error);
 }
 
+// The depthwise kernel: one plane, random taps (zeros included), every stride and kernel shape
+// up to 16 taps, against a plain loop over the int8 plane.
+TEST(ConvKernels, ConnectionConvEqualsThePlainLoop) {
+  std::vector<Isa> paths = {Isa::kScalar};
+  for (Isa isa : simd_levels()) paths.push_back(isa);
+  std::mt19937 rng(31);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int trial = 0; trial < 300; ++trial) {
+    const auto kh = static_cast<std::uint64_t>(pick(1, 4)),
+               kw = static_cast<std::uint64_t>(pick(1, 4));
+    const auto s = static_cast<std::uint64_t>(pick(1, 4));
+    const std::uint64_t ph = kh + static_cast<std::uint64_t>(pick(0, 20));
+    const std::uint64_t pw = kw + static_cast<std::uint64_t>(pick(0, 70));
+    const std::uint64_t count = static_cast<std::uint64_t>(pick(1, 3));
+    std::vector<std::int8_t> planes(count * ph * pw), taps(kh * kw);
+    const bool extreme = trial % 3 == 0;
+    for (auto& v : planes) v = static_cast<std::int8_t>(extreme ? -128 : pick(-128, 127));
+    for (auto& v : taps)
+      v = static_cast<std::int8_t>(extreme      ? (trial % 2 ? 127 : -128)
+                                   : pick(0, 2) ? pick(-128, 127)
+                                                : 0);
+    ck::PlaneSet set;
+    ck::pack_planes(planes.data(), count, ph, pw, kh, kw, s, set);
+    const std::uint64_t plane = static_cast<std::uint64_t>(pick(0, static_cast<int>(count) - 1));
+    const std::uint64_t oh = (ph - kh) / s + 1, ow = (pw - kw) / s + 1;
+    std::vector<std::int32_t> expected(oh * ow, 1000);
+    for (std::uint64_t y = 0; y < oh; ++y)
+      for (std::uint64_t x = 0; x < ow; ++x)
+        for (std::uint64_t i = 0; i < kh; ++i)
+          for (std::uint64_t j = 0; j < kw; ++j)
+            expected[y * ow + x] +=
+                taps[i * kw + j] * planes[(plane * ph + y * s + i) * pw + x * s + j];
+    for (Isa isa : paths) {
+      std::vector<std::int32_t> acc(oh * ow, 1000);
+      ck::connection_conv(set, plane, taps.data(), acc.data(), isa);
+      EXPECT_EQ(acc, expected) << "trial " << trial << " " << cpu::name(isa) << ": " << kh << "x"
+                               << kw << " stride " << s << " on " << ph << "x" << pw;
+    }
+    if (::testing::Test::HasFailure()) break;
+  }
+}
+
+TEST(ConvKernels, ForcedLevelsTheCpuLacksAreErrors) {
+  ck::DenseConv c;
+  std::vector<std::int8_t> planes(4, 1), weights(4, 1);
+  c.plane_count = 1, c.padded_h = 2, c.padded_w = 2, c.kh = 2, c.kw = 2, c.kn = 1;
+  c.planes = planes.data(), c.weights = weights.data();
+  c.channels = {0, -1};
+  c.split = 2, c.snapshot_from = 1;
+  for (Isa isa : cpu::kAllIsas) {
+    std::int32_t out = 0;
+    if (cpu::supports(isa)) {
+      ck::dense_conv(c, &out, nullptr, isa);
+      EXPECT_EQ(out, 4) << cpu::name(isa);
+    } else {
+      EXPECT_THROW(ck::dense_conv(c, &out, nullptr, isa), Error) << cpu::name(isa);
+      EXPECT_THROW(cpu::ScopedIsa{isa}, Error) << cpu::name(isa);
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Whole layers through the device.
-
-class ImplGuard {
- public:
-  explicit ImplGuard(ck::Impl impl) { ck::set_impl(impl); }
-  ~ImplGuard() { ck::set_impl(ck::Impl::kAuto); }
-};
 
 struct LayerResult {
   std::vector<std::int32_t> out;
@@ -244,9 +328,9 @@ std::uint64_t partial_region_bytes(const isa::SaArch& arch, const ConvSpec& s) {
 }
 
 // Runs one conv (and lets `edit` change the program before it is finished).
-LayerResult run_layer(const isa::SaArch& arch, const ConvSpec& s, ck::Impl impl,
+LayerResult run_layer(const isa::SaArch& arch, const ConvSpec& s, Isa isa,
                       const std::function<void(ProgramBuilder&)>& edit = {}) {
-  ImplGuard guard(impl);
+  const cpu::ScopedIsa forced(isa);
   ProgramBuilder b{arch};
   const std::uint64_t dk = 32 / static_cast<std::uint64_t>(arch.n_sa);
   const Bytes input = pack_activation(arch, s.ic, s.ih * s.iw, s.x);
@@ -292,15 +376,16 @@ Bytes expected_partials(const isa::SaArch& arch, const ConvSpec& s) {
 
 void expect_layer(const isa::SaArch& arch, const ConvSpec& s, const std::string& what) {
   SCOPED_TRACE(what + " on " + arch.str());
-  const LayerResult scalar = run_layer(arch, s, ck::Impl::kScalar);
+  const LayerResult scalar = run_layer(arch, s, Isa::kScalar);
   EXPECT_EQ(scalar.out, ref_conv(s));
   if (writes_partials(arch, s)) {
     EXPECT_EQ(scalar.partials, expected_partials(arch, s));
   }
-  if (cpu_has_avx2()) {
-    const LayerResult avx2 = run_layer(arch, s, ck::Impl::kAvx2);
-    EXPECT_EQ(avx2.out, scalar.out);
-    EXPECT_EQ(avx2.partials, scalar.partials);
+  for (Isa isa : cpu::kAllIsas) {
+    if (isa == Isa::kScalar || !cpu::supports(isa)) continue;
+    const LayerResult simd = run_layer(arch, s, isa);
+    EXPECT_EQ(simd.out, scalar.out) << cpu::name(isa);
+    EXPECT_EQ(simd.partials, scalar.partials) << cpu::name(isa);
   }
 }
 
@@ -312,7 +397,8 @@ ConvSpec raw_spec() {
   return s;
 }
 
-TEST(ConvKernelsLayer, RandomConvsOnAllArraysBothImplementations) {
+TEST(ConvKernelsLayer, RandomConvsOnAllArraysEveryPath) {
+  simd_levels();  // logs the levels this CPU lacks
   std::mt19937 rng(77);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   for (int trial = 0; trial < 150; ++trial) {
@@ -389,11 +475,12 @@ TEST(ConvKernelsLayer, PointwiseConvTypeOn16x1x16) {
       b.instructions[1].set(Field::OutputBlock_AccEn, citr > 1 ? 1 : 0);
     };
     const auto expected = ref_conv(s);
-    const LayerResult scalar = run_layer(arch, s, ck::Impl::kScalar, edit);
+    const LayerResult scalar = run_layer(arch, s, Isa::kScalar, edit);
     EXPECT_EQ(scalar.out, expected) << "trial " << trial;
-    if (cpu_has_avx2()) {
-      EXPECT_EQ(run_layer(arch, s, ck::Impl::kAvx2, edit).out, expected);
-    }
+    for (Isa isa : cpu::kAllIsas)
+      if (isa != Isa::kScalar && cpu::supports(isa)) {
+        EXPECT_EQ(run_layer(arch, s, isa, edit).out, expected) << cpu::name(isa);
+      }
   }
 }
 

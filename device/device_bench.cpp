@@ -1,6 +1,6 @@
 // Simulation speed of the device model's CONV on resnet18-shaped layers, fed as bytes: the whole
 // layer as a board receives it (DWP decode, weight mapping, conv, tail, write-back).
-#include "device/conv_kernels.h"
+#include "common/cpu.h"
 #include "device/device.h"
 #include "device/test_programs.h"
 
@@ -15,7 +15,14 @@ using namespace npukit::device::testing;
 // size (square), stride, depthwise, and for BM_ConvScalar the conv arithmetic forced to the
 // scalar reference path (what a CPU without AVX2 runs).
 void BM_Conv(benchmark::State& state) {
-  conv_kernels::set_impl(state.range(7) ? conv_kernels::Impl::kScalar : conv_kernels::Impl::kAuto);
+  // The last argument: the cpu.h level (0 = the CPU's best, 1 scalar, 2 avx2, 3 avxvnni,
+  // 4 avx512vnni).
+  const auto level = static_cast<npukit::Isa>(state.range(7));
+  if (!npukit::cpu::supports(level)) {
+    state.SkipWithError("this CPU lacks the level");
+    return;
+  }
+  const npukit::cpu::ScopedIsa forced(level);
   const npukit::isa::SaArch arch = npukit::isa::kSupportedArchs[state.range(0)];
   ConvSpec s;
   s.ic = static_cast<int>(state.range(1));
@@ -52,10 +59,9 @@ void BM_Conv(benchmark::State& state) {
   state.counters["MAC/s"] = benchmark::Counter(macs, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["sim_cycles"] = static_cast<double>(cycles);
   state.SetLabel(arch.str());
-  conv_kernels::set_impl(conv_kernels::Impl::kAuto);
 }
 BENCHMARK(BM_Conv)
-    ->ArgNames({"arch", "ic", "kn", "hw", "k", "s", "dw", "scalar"})
+    ->ArgNames({"arch", "ic", "kn", "hw", "k", "s", "dw", "isa"})
     // resnet18 layer1..layer4 3x3 convs
     ->Args({0, 64, 64, 56, 3, 1, 0, 0})
     ->Args({1, 64, 64, 56, 3, 1, 0, 0})
@@ -66,11 +72,12 @@ BENCHMARK(BM_Conv)
     // resnet18 layer2's first conv (stride 2) and its 1x1 stride-2 downsample
     ->Args({1, 64, 128, 56, 3, 2, 0, 0})
     ->Args({1, 64, 128, 56, 1, 2, 0, 0})
-    // a mobilenet-style depthwise 3x3
+    // a mobilenet-style depthwise 3x3, and stride 2
     ->Args({1, 64, 64, 56, 3, 1, 1, 0})
-    // the scalar path
-    ->Args({1, 64, 64, 56, 3, 1, 0, 1})
-    ->Args({1, 512, 512, 7, 3, 1, 0, 1})
+    ->Args({1, 128, 128, 56, 3, 2, 1, 0})
+    // every level (1 scalar, 2 avx2, 3 avxvnni, 4 avx512vnni; those the CPU lacks are skipped)
+    ->ArgsProduct({{1}, {64}, {64}, {56}, {3}, {1}, {0, 1}, {1, 2, 3, 4}})
+    ->ArgsProduct({{1}, {512}, {512}, {7}, {3}, {1}, {0}, {1, 2, 3, 4}})
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -21,7 +21,7 @@ void add_check(CLI::App& xs3) {
   check->add_flag("--scalar", *scalar, "use the scalar reference kernels, never AVX2");
   check->callback([files, scalar] {
     std::size_t failed = 0;
-    const auto impl = *scalar ? npukit::xs3::Impl::kScalar : npukit::xs3::Impl::kAuto;
+    const auto impl = *scalar ? npukit::xs3::Isa::kScalar : npukit::xs3::Isa::kAuto;
     for (const auto& file : *files) {
       const auto result = npukit::xs3::check_case(npukit::xs3::load_case(file), file, impl);
       if (result.pass) {
@@ -51,7 +51,7 @@ void add_run(CLI::App& xs3) {
   run->callback([file, scalar] {
     const auto c = npukit::xs3::load_case(*file);
     const auto out = npukit::xs3::run_case(
-        c, *file, *scalar ? npukit::xs3::Impl::kScalar : npukit::xs3::Impl::kAuto);
+        c, *file, *scalar ? npukit::xs3::Isa::kScalar : npukit::xs3::Isa::kAuto);
     fmt::print("{}\n", npukit::xs3::output_json(c, out).dump());
   });
 }

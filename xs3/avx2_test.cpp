@@ -43,7 +43,7 @@ struct Gen {
 };
 
 TEST(Xs3Avx2, Conv2dDeepMatchesScalarOnRandomCases) {
-  if (!cpu_has_avx2()) GTEST_SKIP() << "CPU has no AVX2";
+  if (!npukit::cpu::supports(npukit::Isa::kAvx2)) GTEST_SKIP() << "CPU has no AVX2";
   Gen g(2024);
   for (int trial = 0; trial < 300; ++trial) {
     const bool saturating = trial % 3 == 0;
@@ -60,13 +60,13 @@ TEST(Xs3Avx2, Conv2dDeepMatchesScalarOnRandomCases) {
                              std::size_t(p.window.width) * std::size_t(p.x.channels),
                          extreme);
     const auto bso = pack_bso(g.channels(p.y.channels, saturating));
-    ASSERT_EQ(conv2d_deep(x, k, bso, p, Impl::kAvx2), conv2d_deep(x, k, bso, p, Impl::kScalar))
+    ASSERT_EQ(conv2d_deep(x, k, bso, p, Isa::kAvx2), conv2d_deep(x, k, bso, p, Isa::kScalar))
         << "trial " << trial;
   }
 }
 
 TEST(Xs3Avx2, FullyConnected8MatchesScalarOnRandomCases) {
-  if (!cpu_has_avx2()) GTEST_SKIP() << "CPU has no AVX2";
+  if (!npukit::cpu::supports(npukit::Isa::kAvx2)) GTEST_SKIP() << "CPU has no AVX2";
   Gen g(77);
   for (int trial = 0; trial < 500; ++trial) {
     const bool saturating = trial % 3 == 0;
@@ -77,14 +77,14 @@ TEST(Xs3Avx2, FullyConnected8MatchesScalarOnRandomCases) {
     const I8 w = g.int8s(std::size_t(c_in) * std::size_t(c_out), extreme);
     const auto bso = pack_bso(g.channels(c_out, saturating));
     const OutputOptions o{.symmetric = trial % 2 == 0};
-    ASSERT_EQ(fully_connected_8(x, w, c_out, bso, o, Impl::kAvx2),
-              fully_connected_8(x, w, c_out, bso, o, Impl::kScalar))
+    ASSERT_EQ(fully_connected_8(x, w, c_out, bso, o, Isa::kAvx2),
+              fully_connected_8(x, w, c_out, bso, o, Isa::kScalar))
         << "trial " << trial << " C_in " << c_in << " C_out " << c_out;
   }
 }
 
 TEST(Xs3Avx2, Conv2d1x1MatchesScalarOnRandomCases) {
-  if (!cpu_has_avx2()) GTEST_SKIP() << "CPU has no AVX2";
+  if (!npukit::cpu::supports(npukit::Isa::kAvx2)) GTEST_SKIP() << "CPU has no AVX2";
   Gen g(31);
   for (int trial = 0; trial < 100; ++trial) {
     const ImageShape xs{g.uniform(1, 4), g.uniform(1, 4), g.uniform(1, 100)};
@@ -93,14 +93,14 @@ TEST(Xs3Avx2, Conv2d1x1MatchesScalarOnRandomCases) {
     const I8 k = g.int8s(std::size_t(c_out) * std::size_t(xs.channels), trial % 4 == 0);
     const auto bso = pack_bso(g.channels(c_out, trial % 3 == 0));
     const OutputOptions o{.symmetric = trial % 2 == 0};
-    ASSERT_EQ(conv2d_1x1(x, xs, k, c_out, bso, o, Impl::kAvx2),
-              conv2d_1x1(x, xs, k, c_out, bso, o, Impl::kScalar))
+    ASSERT_EQ(conv2d_1x1(x, xs, k, c_out, bso, o, Isa::kAvx2),
+              conv2d_1x1(x, xs, k, c_out, bso, o, Isa::kScalar))
         << trial;
   }
 }
 
 TEST(Xs3Avx2, Conv2dDepthwiseMatchesScalarOnRandomCases) {
-  if (!cpu_has_avx2()) GTEST_SKIP() << "CPU has no AVX2";
+  if (!npukit::cpu::supports(npukit::Isa::kAvx2)) GTEST_SKIP() << "CPU has no AVX2";
   Gen g(41);
   for (int trial = 0; trial < 200; ++trial) {
     ConvParams p;
@@ -116,8 +116,8 @@ TEST(Xs3Avx2, Conv2dDepthwiseMatchesScalarOnRandomCases) {
         std::size_t(p.window.height) * std::size_t(p.window.width) * std::size_t(p.x.channels),
         extreme);
     const auto bso = pack_bso(g.channels(p.x.channels, trial % 3 == 0));
-    ASSERT_EQ(conv2d_depthwise(x, k, bso, p, Impl::kAvx2),
-              conv2d_depthwise(x, k, bso, p, Impl::kScalar))
+    ASSERT_EQ(conv2d_depthwise(x, k, bso, p, Isa::kAvx2),
+              conv2d_depthwise(x, k, bso, p, Isa::kScalar))
         << trial;
   }
 }
@@ -125,7 +125,7 @@ TEST(Xs3Avx2, Conv2dDepthwiseMatchesScalarOnRandomCases) {
 TEST(Xs3Avx2, SaturationHeavyDeepChannels) {
   // Deep inputs at the extremes with biases right at the bound: every chunk saturates or
   // un-saturates, the hardest case for the vector saturating add.
-  if (!cpu_has_avx2()) GTEST_SKIP() << "CPU has no AVX2";
+  if (!npukit::cpu::supports(npukit::Isa::kAvx2)) GTEST_SKIP() << "CPU has no AVX2";
   Gen g(5);
   for (int trial = 0; trial < 40; ++trial) {
     const int c_in = 32 * g.uniform(1, 8) + g.uniform(0, 31);
@@ -135,8 +135,8 @@ TEST(Xs3Avx2, SaturationHeavyDeepChannels) {
     std::vector<BsoChannel> chans = g.channels(c_out, true);
     for (auto& ch : chans) ch.bias = (ch.bias > 0 ? 1 : -1) * 2147483647;
     const auto bso = pack_bso(chans);
-    ASSERT_EQ(fully_connected_8(x, w, c_out, bso, {}, Impl::kAvx2),
-              fully_connected_8(x, w, c_out, bso, {}, Impl::kScalar))
+    ASSERT_EQ(fully_connected_8(x, w, c_out, bso, {}, Isa::kAvx2),
+              fully_connected_8(x, w, c_out, bso, {}, Isa::kScalar))
         << trial;
     ConvParams p;
     p.x = {2, 2, c_in};
@@ -145,7 +145,7 @@ TEST(Xs3Avx2, SaturationHeavyDeepChannels) {
     p.zero_point = 127;
     const I8 xi = g.int8s(p.x.elements(), true);
     const I8 k = g.int8s(std::size_t(c_out) * 4 * std::size_t(c_in), true);
-    ASSERT_EQ(conv2d_deep(xi, k, bso, p, Impl::kAvx2), conv2d_deep(xi, k, bso, p, Impl::kScalar))
+    ASSERT_EQ(conv2d_deep(xi, k, bso, p, Isa::kAvx2), conv2d_deep(xi, k, bso, p, Isa::kScalar))
         << trial;
   }
 }

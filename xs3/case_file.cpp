@@ -172,7 +172,7 @@ std::vector<std::int64_t> widen(const std::vector<T>& v) {
 
 constexpr std::int64_t kI8Lo = -128, kI8Hi = 127;
 
-CaseOutput run_conv(const Reader& r, const std::string& op, Impl impl) {
+CaseOutput run_conv(const Reader& r, const std::string& op, Isa impl) {
   std::vector<int> xs, ks;
   const auto x = r.tensor<std::int8_t>("x", 3, kI8Lo, kI8Hi, &xs);
   const auto ys = r.shape("y_shape", 3);
@@ -233,7 +233,7 @@ CaseOutput run_conv(const Reader& r, const std::string& op, Impl impl) {
   return out;
 }
 
-CaseOutput run_fc(const Reader& r, const std::string& op, Impl impl) {
+CaseOutput run_fc(const Reader& r, const std::string& op, Isa impl) {
   std::vector<int> xs, ks;
   const auto x = r.tensor<std::int8_t>("x", 1, kI8Lo, kI8Hi, &xs);
   const auto k = r.tensor<std::int8_t>("k", 2, kI8Lo, kI8Hi, &ks);
@@ -294,7 +294,7 @@ CaseOutput run_pool(const Reader& r, const std::string& op) {
 
 }  // namespace
 
-CaseOutput run_case(const json& c, const std::string& where, Impl impl) {
+CaseOutput run_case(const json& c, const std::string& where, Isa impl) {
   const Reader r(c, where);
   const json& op_field = r.field("op");
   if (!op_field.is_string()) fail("{}: \"op\" must be a string", where);
@@ -331,7 +331,7 @@ CaseOutput run_case(const json& c, const std::string& where, Impl impl) {
   fail("{}: unknown op \"{}\"; known ops: {}", where, op, known);
 }
 
-CheckResult check_case(const json& c, const std::string& where, Impl impl,
+CheckResult check_case(const json& c, const std::string& where, Isa impl,
                        std::size_t max_reported) {
   const CaseOutput out = run_case(c, where, impl);
   const Reader r(c, where);

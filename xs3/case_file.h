@@ -26,7 +26,7 @@ nlohmann::json load_case(const std::string& path);
 // Runs the case's op on its inputs. `where` (usually the file name) prefixes every error, which
 // names the offending field and what is expected of it.
 // impl picks the AVX2 or scalar kernels where both exist.
-CaseOutput run_case(const nlohmann::json& c, const std::string& where, Impl impl = Impl::kAuto);
+CaseOutput run_case(const nlohmann::json& c, const std::string& where, Isa impl = Isa::kAuto);
 
 struct Mismatch {
   std::size_t index = 0;
@@ -44,7 +44,7 @@ struct CheckResult {
 };
 
 // Runs the case and compares with "expected"."data".
-CheckResult check_case(const nlohmann::json& c, const std::string& where, Impl impl = Impl::kAuto,
+CheckResult check_case(const nlohmann::json& c, const std::string& where, Isa impl = Isa::kAuto,
                        std::size_t max_reported = 8);
 
 // {"name", "op", "y_shape", "data"}: the computed output in the shape of the case's "expected".

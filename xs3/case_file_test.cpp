@@ -33,7 +33,7 @@ TEST(Xs3CaseFiles, EveryFixturePasses) {
   for (const auto& f : files) {
     const json c = load_case(f);
     ops.insert(c["op"].get<std::string>());
-    for (Impl impl : {Impl::kScalar, Impl::kAuto}) {
+    for (Isa impl : {Isa::kScalar, Isa::kAuto}) {
       const CheckResult r = check_case(c, f, impl);
       EXPECT_TRUE(r.pass) << f << ": " << r.mismatches << " mismatches";
       EXPECT_GT(r.compared, 0u);

@@ -175,23 +175,14 @@ void fully_connected_8_scalar(std::int8_t* y, const std::int8_t* x, const std::i
 }  // namespace detail
 
 namespace {
-bool use_avx2(Impl impl, const char* op) {
-  switch (impl) {
-    case Impl::kScalar:
-      return false;
-    case Impl::kAvx2:
-      if (!cpu_has_avx2()) fail("{}: AVX2 requested but this CPU does not support it", op);
-      return true;
-    case Impl::kAuto:
-      return cpu_has_avx2();
-  }
-  return false;
+bool use_avx2(Isa impl, const char* op) {
+  return cpu::path_allowed(cpu::resolve(impl, op), Isa::kAvx2);
 }
 }  // namespace
 
 std::vector<std::int8_t> conv2d_deep(std::span<const std::int8_t> x, std::span<const std::int8_t> k,
                                      std::span<const std::uint16_t> bso, const ConvParams& p,
-                                     Impl impl) {
+                                     Isa impl) {
   const char* op = "conv2d_deep";
   check_conv(p, op);
   check_size(x.size(), p.x.elements(), "x", op);
@@ -274,7 +265,7 @@ std::vector<std::int8_t> conv2d_shallowin(std::span<const std::int8_t> x,
 std::vector<std::int8_t> conv2d_1x1(std::span<const std::int8_t> x, ImageShape x_shape,
                                     std::span<const std::int8_t> k, int c_out,
                                     std::span<const std::uint16_t> bso, OutputOptions output,
-                                    Impl impl) {
+                                    Isa impl) {
   const char* op = "conv2d_1x1";
   check_shape(x_shape, "input", op);
   check_positive(c_out, "C_out", op);
@@ -331,7 +322,7 @@ void conv2d_depthwise_scalar(std::int8_t* y, const std::int8_t* x, const std::in
 std::vector<std::int8_t> conv2d_depthwise(std::span<const std::int8_t> x,
                                           std::span<const std::int8_t> k,
                                           std::span<const std::uint16_t> bso, const ConvParams& p,
-                                          Impl impl) {
+                                          Isa impl) {
   const char* op = "conv2d_depthwise";
   check_conv(p, op);
   const int ch = p.x.channels;
@@ -364,7 +355,7 @@ void check_fc(std::span<const std::int8_t> x, std::span<const std::int8_t> w, in
 std::vector<std::int8_t> fully_connected_8(std::span<const std::int8_t> x,
                                            std::span<const std::int8_t> w, int c_out,
                                            std::span<const std::uint16_t> bso, OutputOptions output,
-                                           Impl impl) {
+                                           Isa impl) {
   const char* op = "fully_connected_8";
   check_fc(x, w, c_out, op);
   const auto channels = unpack_bso(bso, c_out);

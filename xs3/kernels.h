@@ -11,6 +11,8 @@
 
 #include "xs3/bso.h"
 
+#include "common/cpu.h"
+
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -35,10 +37,11 @@ struct Window {
   int stride_h = 1;
 };
 
-// Which implementation runs: kAuto picks AVX2 when the CPU has it (only conv2d_deep and
-// fully_connected_8 (and conv2d_1x1 through it) and conv2d_depthwise have one), kScalar forces the
-// reference, kAvx2 throws without AVX2.
-enum class Impl { kAuto, kScalar, kAvx2 };
+// Which path runs (common/cpu.h): kAuto follows the project-wide level (NPUKIT_ISA, else the
+// best the CPU has); conv2d_deep, fully_connected_8 (and conv2d_1x1 through it) and
+// conv2d_depthwise have an AVX2 path, used at every level from avx2 up; kScalar forces the
+// reference; naming a level the CPU lacks throws.
+using npukit::Isa;
 
 struct ConvParams {
   ImageShape x;  // H, W, C_in
@@ -51,7 +54,7 @@ struct ConvParams {
 // K [C_out, K_h, K_w, C_in]; window.height/width must equal K_h/K_w.
 std::vector<std::int8_t> conv2d_deep(std::span<const std::int8_t> x, std::span<const std::int8_t> k,
                                      std::span<const std::uint16_t> bso, const ConvParams& p,
-                                     Impl impl = Impl::kAuto);
+                                     Isa impl = Isa::kAuto);
 
 // K [C_out, K_h, 32/C_in, C_in] with C_in in {4, 8, 16, 32}; columns at or beyond K_w must be 0.
 std::vector<std::int8_t> conv2d_shallowin(std::span<const std::int8_t> x,
@@ -63,19 +66,19 @@ std::vector<std::int8_t> conv2d_shallowin(std::span<const std::int8_t> x,
 std::vector<std::int8_t> conv2d_1x1(std::span<const std::int8_t> x, ImageShape x_shape,
                                     std::span<const std::int8_t> k, int c_out,
                                     std::span<const std::uint16_t> bso, OutputOptions output = {},
-                                    Impl impl = Impl::kAuto);
+                                    Isa impl = Isa::kAuto);
 
 // K [K_h, K_w, C]; y.channels must equal x.channels.
 std::vector<std::int8_t> conv2d_depthwise(std::span<const std::int8_t> x,
                                           std::span<const std::int8_t> k,
                                           std::span<const std::uint16_t> bso, const ConvParams& p,
-                                          Impl impl = Impl::kAuto);
+                                          Isa impl = Isa::kAuto);
 
 // W [C_out, C_in], x [C_in]; computes all C_out outputs.
 std::vector<std::int8_t> fully_connected_8(std::span<const std::int8_t> x,
                                            std::span<const std::int8_t> w, int c_out,
                                            std::span<const std::uint16_t> bso,
-                                           OutputOptions output = {}, Impl impl = Impl::kAuto);
+                                           OutputOptions output = {}, Isa impl = Isa::kAuto);
 std::vector<std::int16_t> fully_connected_16(std::span<const std::int8_t> x,
                                              std::span<const std::int8_t> w, int c_out,
                                              std::span<const std::uint16_t> bso);

@@ -40,7 +40,7 @@ TEST(Xs3Conv2dDeep, HandWorkedOnePixel) {
   // ch1 k = [-1, 2, -3, 4], bias -5 -> -5 + (-1 + 4 - 9 + 16) = 5.
   const I8 x{1, 2, 3, 4};
   const I8 k{1, 1, 1, 1, -1, 2, -3, 4};
-  for (Impl impl : {Impl::kScalar, Impl::kAuto}) {
+  for (Isa impl : {Isa::kScalar, Isa::kAuto}) {
     const auto y = conv2d_deep(x, k, identity_bso({10, -5}),
                                conv_params({1, 1, 4}, {1, 1, 2}, {1, 1, 0, 0, 1, 1}), impl);
     EXPECT_EQ(y, (I8{20, 5}));
@@ -83,7 +83,7 @@ TEST(Xs3Conv2dDeep, WindowEntirelyInsidePadding) {
   const std::vector<BsoChannel> chans{
       {100, 2, 300, 0, 0, 6}, {-50, 1, -700, 9, 9, 8}, {0, 0, 1, 0, 0, 0}};
   const int zp = -37;
-  for (Impl impl : {Impl::kScalar, Impl::kAuto}) {
+  for (Isa impl : {Isa::kScalar, Isa::kAuto}) {
     // start (-5, -5): the first output's window covers rows/cols -5..-4 only.
     const auto y = conv2d_deep(x, k, pack_bso(chans),
                                conv_params({4, 4, 5}, {1, 1, 3}, {2, 2, -5, -5, 1, 1}, zp), impl);
@@ -115,7 +115,7 @@ TEST(Xs3Conv2dDeep, SaturatesPerChunkInKernelOrder) {
   const I8 k_reversed(k.rbegin(), k.rend());
   const std::vector<BsoChannel> ch{probe_with_bias(2147483647 - 16128)};
   const auto p = conv_params({1, 2, 32}, {1, 1, 1}, {1, 2, 0, 0, 1, 1});
-  for (Impl impl : {Impl::kScalar, Impl::kAuto}) {
+  for (Isa impl : {Isa::kScalar, Isa::kAuto}) {
     EXPECT_EQ(conv2d_deep(x, k, pack_bso(ch), p, impl), (I8{96}));
     EXPECT_EQ(conv2d_deep(x, k_reversed, pack_bso(ch), p, impl), (I8{100}));
     EXPECT_EQ(fully_connected_8(x, k, 1, pack_bso(ch), {}, impl), (I8{96}));
@@ -126,7 +126,7 @@ TEST(Xs3Conv2dDeep, SaturationAtBothBounds) {
   const I8 x(8, 100);
   const I8 k(16, 100);
   const auto p = conv_params({1, 1, 8}, {1, 1, 2}, {1, 1, 0, 0, 1, 1});
-  for (Impl impl : {Impl::kScalar, Impl::kAuto}) {
+  for (Isa impl : {Isa::kScalar, Isa::kAuto}) {
     EXPECT_EQ(conv2d_deep(x, k, identity_bso({2147483000, -2147483000}), p, impl), (I8{127, -128}));
     auto sym = p;
     sym.output.symmetric = true;
@@ -152,14 +152,14 @@ TEST(Xs3Conv2dDeep, EveryTailSizeMatchesChannelsComputedAlone) {
                        static_cast<std::int16_t>(d(rng)), static_cast<std::int16_t>(d(rng)), 14});
     }
     const auto p = conv_params(xs, {2, 2, c_out}, {2, 2, -1, 0, 2, 1}, 5);
-    for (Impl impl : {Impl::kScalar, Impl::kAuto}) {
+    for (Isa impl : {Isa::kScalar, Isa::kAuto}) {
       const auto y = conv2d_deep(x, k, pack_bso(chans), p, impl);
       for (int co = 0; co < c_out; ++co) {
         const std::vector<BsoChannel> one{chans[std::size_t(co)]};
         const I8 k_one(k.begin() + co * 144, k.begin() + (co + 1) * 144);
         auto p1 = p;
         p1.y.channels = 1;
-        const auto y1 = conv2d_deep(x, k_one, pack_bso(one), p1, Impl::kScalar);
+        const auto y1 = conv2d_deep(x, k_one, pack_bso(one), p1, Isa::kScalar);
         for (std::size_t px = 0; px < 4; ++px) {
           ASSERT_EQ(y[px * std::size_t(c_out) + std::size_t(co)], y1[px])
               << "C_out " << c_out << " channel " << co;
@@ -203,7 +203,7 @@ TEST(Xs3Conv2dDeep, MatchesVlmaccrEmulation) {
     }
   }
   const auto p = conv_params({kh, kw, c_in}, {1, 1, c_out}, {kh, kw, 0, 0, 1, 1});
-  for (Impl impl : {Impl::kScalar, Impl::kAuto}) {
+  for (Isa impl : {Isa::kScalar, Isa::kAuto}) {
     const auto y = conv2d_deep(x, k, pack_bso(chans), p, impl);
     for (int co = 0; co < c_out; ++co) {
       EXPECT_EQ(y[std::size_t(co)],
@@ -263,7 +263,7 @@ TEST(Xs3Conv2dShallowin, SaturatesOncePerKernelRow) {
   const std::vector<BsoChannel> ch{probe_with_bias(2147483647 - 1000)};
   const auto p = conv_params({1, 2, 16}, {1, 1, 1}, {1, 2, 0, 0, 1, 1});
   EXPECT_EQ(conv2d_shallowin(x, k, pack_bso(ch), p), (I8{100}));
-  EXPECT_EQ(conv2d_deep(x, k, pack_bso(ch), p, Impl::kScalar), (I8{98}));
+  EXPECT_EQ(conv2d_deep(x, k, pack_bso(ch), p, Isa::kScalar), (I8{98}));
 }
 
 TEST(Xs3Conv2dShallowin, EqualsDeepWithoutSaturation) {
@@ -286,7 +286,7 @@ TEST(Xs3Conv2dShallowin, EqualsDeepWithoutSaturation) {
     std::vector<BsoChannel> chans(std::size_t(c_out), {1234, 6, 3000, 10, -20, 12});
     const auto p = conv_params(xs, {3, 3, c_out}, {kh, kw, -1, -1, 2, 2}, -9);
     EXPECT_EQ(conv2d_shallowin(x, k_aug, pack_bso(chans), p),
-              conv2d_deep(x, k_deep, pack_bso(chans), p, Impl::kScalar))
+              conv2d_deep(x, k_deep, pack_bso(chans), p, Isa::kScalar))
         << "C_in " << c_in;
   }
 }
@@ -319,7 +319,7 @@ TEST(Xs3Conv2dDepthwise, SaturatesPerTap) {
   std::fill(k.begin() + 9, k.end(), std::int8_t{-127});
   const std::vector<BsoChannel> ch{probe_with_bias(2147483647 - 100)};
   const auto p = conv_params({1, 18, 1}, {1, 1, 1}, {1, 18, 0, 0, 1, 1});
-  for (Impl impl : {Impl::kScalar, Impl::kAuto}) {
+  for (Isa impl : {Isa::kScalar, Isa::kAuto}) {
     EXPECT_EQ(conv2d_depthwise(x, k, pack_bso(ch), p, impl), (I8{99}));
   }
   // The VPU model's VLMACC agrees.
@@ -341,7 +341,7 @@ TEST(Xs3FullyConnected, HandWorked8And16) {
   const I8 x{1, 2, -3};
   const I8 w{4, 5, 6, -1, 0, 1};
   const std::vector<BsoChannel> ch{{100, 1, 3, 2, 5, 1}, identity(-4)};
-  for (Impl impl : {Impl::kScalar, Impl::kAuto}) {
+  for (Isa impl : {Isa::kScalar, Isa::kAuto}) {
     EXPECT_EQ(fully_connected_8(x, w, 2, pack_bso(ch), {}, impl), (I8{77, -8}));
   }
   // fc16 keeps 16 bits: ch0 with scale 1000: 48 * 1000 + 10 = 48010 -> shift2 1 -> 24005;
@@ -361,13 +361,13 @@ TEST(Xs3FullyConnected, EveryTailSize) {
     for (auto& v : w) v = static_cast<std::int8_t>(d(rng));
     std::vector<BsoChannel> chans;
     for (int co = 0; co < c_out; ++co) chans.push_back({d(rng) * 100, 4, 2000, 1, 3, 13});
-    for (Impl impl : {Impl::kScalar, Impl::kAuto}) {
+    for (Isa impl : {Isa::kScalar, Isa::kAuto}) {
       const auto y = fully_connected_8(x, w, c_out, pack_bso(chans), {}, impl);
       for (int co = 0; co < c_out; ++co) {
         const std::vector<BsoChannel> one{chans[std::size_t(co)]};
         const I8 row(w.begin() + co * c_in, w.begin() + (co + 1) * c_in);
         EXPECT_EQ(y[std::size_t(co)],
-                  fully_connected_8(x, row, 1, pack_bso(one), {}, Impl::kScalar)[0]);
+                  fully_connected_8(x, row, 1, pack_bso(one), {}, Isa::kScalar)[0]);
       }
     }
   }

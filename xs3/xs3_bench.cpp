@@ -25,11 +25,11 @@ std::vector<std::uint16_t> typical_bso(int c_out) {
   return pack_bso(chans);
 }
 
-Impl impl_of(const benchmark::State& state) { return state.range(0) ? Impl::kAvx2 : Impl::kScalar; }
+Isa impl_of(const benchmark::State& state) { return state.range(0) ? Isa::kAvx2 : Isa::kScalar; }
 
 // 16x16x64 image, 3x3 window with padding 1, 64 output channels: a typical deep layer.
 void BM_Conv2dDeep(benchmark::State& state) {
-  if (state.range(0) && !npukit::cpu_has_avx2()) {
+  if (state.range(0) && !npukit::cpu::supports(npukit::Isa::kAvx2)) {
     state.SkipWithError("no AVX2");
     return;
   }
@@ -49,7 +49,7 @@ BENCHMARK(BM_Conv2dDeep)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 // 32x32x64 image, 3x3 depthwise with padding 1.
 void BM_Conv2dDepthwise(benchmark::State& state) {
-  if (state.range(0) && !npukit::cpu_has_avx2()) {
+  if (state.range(0) && !npukit::cpu::supports(npukit::Isa::kAvx2)) {
     state.SkipWithError("no AVX2");
     return;
   }
@@ -68,7 +68,7 @@ BENCHMARK(BM_Conv2dDepthwise)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 // 1024 inputs, 256 outputs.
 void BM_FullyConnected8(benchmark::State& state) {
-  if (state.range(0) && !npukit::cpu_has_avx2()) {
+  if (state.range(0) && !npukit::cpu::supports(npukit::Isa::kAvx2)) {
     state.SkipWithError("no AVX2");
     return;
   }
