@@ -5,7 +5,7 @@
 #include "common/error.h"
 #include "compiler/device_run.h"
 #include "onnx/onnx_io.h"
-#include "onnx/quantize.h"
+#include "quant/quantize.h"
 
 #include <gtest/gtest.h>
 

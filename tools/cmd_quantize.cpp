@@ -1,7 +1,7 @@
 // npukit quantize: post-training quantization of a float ONNX model into the native int8 scheme.
 #include "common/error.h"
 #include "onnx/onnx_io.h"
-#include "onnx/quantize.h"
+#include "quant/quantize.h"
 #include "tools/command_registry.h"
 
 #include <fmt/core.h>

@@ -1,4 +1,4 @@
-#include "onnx/quantize.h"
+#include "quant/quantize.h"
 
 #include "common/error.h"
 #include "ir/tensor_util.h"
