@@ -48,16 +48,28 @@ struct DeviceLayer {
   std::size_t node = 0;  // index into Context::graph.nodes
   isa::Opcode opcode = isa::Opcode::CONV;
   int weights = -1, bias = -1;  // indices into DeviceProgram::blobs
+  int segment = 0;              // index into Context::segments
   bool dispatch = false;
   std::uint32_t dispatch_id = 0;
   std::vector<isa::Instruction> instructions;  // MEGA, OutputBlock, [TailBlock], START
+};
+
+// One device segment: a range of the layers (and so of the instruction list) that the host starts
+// on its own, by rewriting the zeroth instruction to that range (docs/compiler.md, "Segments").
+struct DeviceSegment {
+  int segment = 0;  // index into Context::segments
+  std::size_t first_layer = 0, layer_count = 0;
+  std::size_t first_instruction = 0, instruction_count = 0;  // generate_instructions
+  std::vector<std::string> inputs;                           // written by the host before its start
+  std::vector<std::string> outputs;                          // dispatched to the host while it runs
 };
 
 struct DeviceProgram {
   isa::SaArch arch;
   std::vector<DeviceLayer> layers;
   std::map<std::string, DeviceTensor> tensors;
-  std::vector<std::string> inputs, outputs;  // device part boundary, in graph order
+  std::vector<std::string> inputs, outputs;  // all device segments' boundaries, in graph order
+  std::vector<DeviceSegment> segments;       // in execution order
   std::vector<LayerBlob> blobs;              // in stream order
   std::uint64_t arena_bytes = 0;             // the I/O buffers
   std::uint32_t arena_address = 0;
@@ -78,6 +90,8 @@ void assign_addresses(const Context& ctx, DeviceProgram& prog);
 void generate_instructions(Context& ctx, DeviceProgram& prog);
 Bytes emit_gml(const DeviceProgram& prog);
 
+// Whether layer i is the first of its device segment (the hardware sees it as a first layer).
+bool first_in_segment(const DeviceProgram& prog, std::size_t layer);
 // Number of instructions generate_instructions emits for layer i (assign_addresses needs it to
 // size the instruction region before the instructions exist).
 std::size_t instruction_count(const DeviceProgram& prog, std::size_t layer);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 namespace npukit::compiler {
@@ -104,10 +105,12 @@ Context lower_unsplit(const ir::Graph& model, const CompileOptions& options) {
   ctx.quantization = quant_params(ctx.graph);
   check_shapes(ctx);
   assign_devices(ctx);
+  partition(ctx);
   legalize_host_ops(ctx);
   lower_to_gati(ctx);
   fuse_tail(ctx);
   transpose_tall_images(ctx);
+  partition(ctx);  // the lowered nodes' segments
   return ctx;
 }
 
@@ -116,6 +119,7 @@ Context lower(const ir::Graph& model, const CompileOptions& options) {
   split_kernels(ctx);
   pad_kernel_iterations(ctx);
   check_limits(ctx);
+  partition(ctx);
   return ctx;
 }
 
@@ -132,29 +136,15 @@ CompileResult compile(const ir::Graph& model, const CompileOptions& options) {
   generate_instructions(ctx, prog);
   r.gml = emit_gml(prog);
 
-  // Host subgraphs: the host nodes that do not read device values run before, the others after.
   const ir::Graph& g = ctx.graph;
-  std::vector<std::string> before, after;
-  std::set<std::string> device_made;
-  for (const auto& l : prog.layers) device_made.insert(g.nodes[l.node].outputs[0]);
-  std::set<std::string> after_values = device_made;
-  for (const auto& n : g.nodes) {
-    if (is_gati(n) && ctx.on_device(n.name)) continue;
-    bool late = false;
-    for (const auto& in : n.inputs) late = late || after_values.count(in);
-    if (late) {
-      after.push_back(n.name);
-      for (const auto& o : n.outputs) after_values.insert(o);
-    } else {
-      before.push_back(n.name);
-    }
-  }
   isa::Manifest& m = r.manifest;
   m.model = model.name;
   m.sa_arch = options.arch.str();
   m.ramsize_mb = options.ramsize_mb;
   m.allow_errata = options.allow_errata;
   m.gml_bytes = r.gml.size();
+  m.model_macs = ctx.model_macs;
+  m.device_macs = ctx.device_macs;
   auto model_tensor = [&](const std::string& name) {
     isa::ManifestTensor t;
     t.name = name;
@@ -178,47 +168,63 @@ CompileResult compile(const ir::Graph& model, const CompileOptions& options) {
     t.bytes = d.bytes;
     return t;
   };
-  for (const auto& in : prog.inputs) m.device_inputs.push_back(device_tensor(in));
-  for (const auto& out : prog.outputs) {
-    isa::ManifestTensor t = device_tensor(out);
-    for (const auto& l : prog.layers)
-      if (g.nodes[l.node].outputs[0] == out) {
-        t.dispatch_id = l.dispatch_id;
-        t.layer = l.name;
+
+  // Which values later segments (or the model's outputs) read: what each host segment must hand on.
+  std::map<std::string, int> made_in;
+  for (const auto& n : g.nodes)
+    for (const auto& o : n.outputs) made_in[o] = ctx.segment_of.at(n.name);
+  std::map<std::string, int> last_read;  // value -> last segment reading it (outputs: past the end)
+  const int end_segment = static_cast<int>(ctx.segments.size());
+  for (const auto& n : g.nodes)
+    for (const auto& in : n.inputs)
+      if (!in.empty()) last_read[in] = std::max(last_read[in], ctx.segment_of.at(n.name));
+  for (const auto& o : model.outputs) last_read[o] = end_segment;
+  std::map<std::string, const ir::Node*> by_name;
+  for (const auto& n : g.nodes) by_name[n.name] = &n;
+
+  std::size_t device_index = 0;
+  for (std::size_t s = 0; s < ctx.segments.size(); ++s) {
+    const Segment& S = ctx.segments[s];
+    isa::ManifestSegment ms;
+    ms.macs = S.macs;
+    ms.bytes_in = S.bytes_in;
+    ms.bytes_out = S.bytes_out;
+    ms.compute_cycles = S.compute_cycles;
+    ms.transfer_cycles = S.transfer_cycles;
+    ms.why = S.why;
+    if (S.placement == Placement::kDevice) {
+      if (device_index >= prog.segments.size() ||
+          prog.segments[device_index].segment != static_cast<int>(s))
+        fail("internal: device segment {} has no device layers", s);
+      const DeviceSegment& ds = prog.segments[device_index++];
+      ms.kind = isa::ManifestSegment::Kind::kDevice;
+      ms.first_layer = static_cast<int>(ds.first_layer);
+      ms.layer_count = static_cast<int>(ds.layer_count);
+      ms.first_instruction = static_cast<int>(ds.first_instruction);
+      ms.instruction_count = static_cast<int>(ds.instruction_count);
+      for (const auto& in : ds.inputs) ms.device_inputs.push_back(device_tensor(in));
+      for (const auto& out : ds.outputs) {
+        isa::ManifestTensor t = device_tensor(out);
+        for (const auto& l : prog.layers)
+          if (g.nodes[l.node].outputs[0] == out) {
+            t.dispatch_id = l.dispatch_id;
+            t.layer = l.name;
+          }
+        ms.device_outputs.push_back(t);
       }
-    m.device_outputs.push_back(t);
-  }
-  if (!before.empty()) {
-    std::vector<std::string> outs;
-    std::set<std::string> made;
-    for (const auto& name : before)
-      for (const auto& n : g.nodes)
-        if (n.name == name)
-          for (const auto& o : n.outputs) made.insert(o);
-    for (const auto& in : prog.inputs)
-      if (made.count(in)) outs.push_back(in);
-    for (const auto& o : model.outputs)
-      if (made.count(o) && std::find(outs.begin(), outs.end(), o) == outs.end()) outs.push_back(o);
-    for (const auto& name : after)
-      for (const auto& n : g.nodes)
-        if (n.name == name)
-          for (const auto& in : n.inputs)
-            if (made.count(in) && std::find(outs.begin(), outs.end(), in) == outs.end())
-              outs.push_back(in);
-    r.host_before = extract_subgraph(g, before, outs, model.name + "_host_before");
-    m.host_before = isa::ManifestSubgraph{"host_before.onnx", r.host_before->inputs, outs, before};
-  }
-  if (!after.empty()) {
-    r.host_after = extract_subgraph(g, after, model.outputs, model.name + "_host_after");
-    // Model outputs the suffix does not produce come straight from the device or the prefix.
-    std::vector<std::string> outs;
-    std::set<std::string> made;
-    for (const auto& n : r.host_after->nodes)
-      for (const auto& o : n.outputs) made.insert(o);
-    for (const auto& o : model.outputs)
-      if (made.count(o)) outs.push_back(o);
-    r.host_after->outputs = outs;
-    m.host_after = isa::ManifestSubgraph{"host_after.onnx", r.host_after->inputs, outs, after};
+    } else {
+      std::vector<std::string> outs;
+      for (const auto& name : S.nodes)
+        for (const auto& o : by_name.at(name)->outputs)
+          if (!o.empty() && last_read.count(o) && last_read[o] > static_cast<int>(s))
+            outs.push_back(o);
+      const std::string file = fmt::format("segment{}_host.onnx", s);
+      ir::Graph sub =
+          extract_subgraph(g, S.nodes, outs, fmt::format("{}_segment{}_host", model.name, s));
+      ms.host = isa::ManifestSubgraph{file, sub.inputs, outs, S.nodes};
+      r.host_graphs[s] = std::move(sub);
+    }
+    m.segments.push_back(std::move(ms));
   }
   int first = 0;
   for (const auto& l : prog.layers) {
@@ -240,6 +246,24 @@ CompileResult compile(const ir::Graph& model, const CompileOptions& options) {
   return r;
 }
 
+const ir::Graph* CompileResult::host_first() const {
+  return manifest.segments.empty() || manifest.segments.front().is_device() ? nullptr
+                                                                            : host_graph(0);
+}
+
+const ir::Graph* CompileResult::host_last() const {
+  if (manifest.segments.size() < 2 || manifest.segments.back().is_device()) return nullptr;
+  return host_graph(manifest.segments.size() - 1);
+}
+
+std::string mac_share_line(const isa::Manifest& m) {
+  return fmt::format(
+      "{:.1f} % of the model's MACs on the device ({} of {}), {} segments ({} on the "
+      "device)",
+      100.0 * m.device_mac_share(), m.device_macs, m.model_macs, m.segments.size(),
+      m.device_segment_count());
+}
+
 std::string explain(const CompileResult& r) {
   const Context& ctx = r.ctx;
   const DeviceProgram& prog = r.program;
@@ -248,11 +272,25 @@ std::string explain(const CompileResult& r) {
   s += fmt::format(
       "Gati program for '{}' on sa_arch {} (ISA v16), {} device layers, {} instructions\n", g.name,
       prog.arch.str(), prog.layers.size(), prog.instructions.size());
-  s += "\nPlacement (every node of the model and of the lowering):\n";
+  s += "\nPlacement (every node of the model and of the lowering; seg = its segment):\n";
   for (const auto& name : ctx.placement_order) {
     const auto& p = ctx.placement.at(name);
-    s += fmt::format("  {:<32} {:<6} {}\n", name,
-                     p.placement == Placement::kDevice ? "device" : "host", p.reason);
+    auto seg = ctx.segment_of.find(name);
+    s += fmt::format(
+        "  {:<32} {:<6} {:>4} {}\n", name, p.placement == Placement::kDevice ? "device" : "host",
+        seg == ctx.segment_of.end() ? std::string("-") : std::to_string(seg->second), p.reason);
+  }
+  s += "\nSegments (" + mac_share_line(r.manifest) + "):\n";
+  for (std::size_t i = 0; i < r.manifest.segments.size(); ++i) {
+    const auto& ms = r.manifest.segments[i];
+    if (ms.is_device())
+      s += fmt::format("  [{}] device: layers {}..{}, instructions {}..{}, {} B in, {} B out\n", i,
+                       ms.first_layer, ms.first_layer + ms.layer_count - 1, ms.first_instruction,
+                       ms.first_instruction + ms.instruction_count - 1, ms.bytes_in, ms.bytes_out);
+    else
+      s += fmt::format("  [{}] host: {} nodes in {}, {} MACs\n", i, ms.host->nodes.size(),
+                       ms.host->file, ms.macs);
+    s += "      " + ms.why + "\n";
   }
   s += "\nDevice layers:\n";
   int index = 0;

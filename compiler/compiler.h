@@ -9,6 +9,7 @@
 #include "ir/graph.h"
 #include "isa/manifest.h"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,8 +20,19 @@ struct CompileResult {
   Context ctx;  // ctx.graph is the lowered graph (host ops + npukit.gati device ops)
   DeviceProgram program;
   Bytes gml;
-  std::optional<ir::Graph> host_before, host_after;  // host subgraphs, when there is host work
-  isa::Manifest manifest;                            // host subgraph file names filled in
+  // The host segments' subgraphs, by segment index (manifest.segments[i].host->file names them).
+  std::map<std::size_t, ir::Graph> host_graphs;
+  isa::Manifest manifest;
+
+  // The host subgraph of segment `s`, or nullptr when segment s is not a host segment.
+  const ir::Graph* host_graph(std::size_t s) const {
+    auto it = host_graphs.find(s);
+    return it == host_graphs.end() ? nullptr : &it->second;
+  }
+  // The first segment's host subgraph when the model starts on the host (the old "host before"),
+  // and the last segment's when it ends there ("host after"); nullptr otherwise.
+  const ir::Graph* host_first() const;
+  const ir::Graph* host_last() const;
 };
 
 // Front end and lowering only (passes 1-12): what `npukit compare` runs on the reference
@@ -38,6 +50,9 @@ CompileResult compile(const ir::Graph& model, const CompileOptions& options);
 // The per-layer report of `npukit compile --explain`: every node's placement and why, each device
 // layer's instructions (field by field) and DRAM footprint.
 std::string explain(const CompileResult& result);
+
+// "83.2 % of the model's MACs on the device (...), 5 segments (2 on the device)".
+std::string mac_share_line(const isa::Manifest& m);
 
 // Extracts the nodes of `graph` listed in `names` as a stand-alone graph whose inputs are the
 // values they read from outside and whose outputs are `outputs`.

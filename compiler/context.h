@@ -33,6 +33,20 @@ struct PlacementNote {
   std::string reason;
 };
 
+// One piece of the program that runs on one side: the partition pass cuts the graph into an ordered
+// list of these (host, device, host, device, ...; as many as the model needs, docs/compiler.md).
+struct Segment {
+  Placement placement = Placement::kHost;
+  std::vector<std::string> nodes;  // node names in execution order
+  // partition's cost estimate (device segments; from the ONNX graph, before lowering):
+  std::uint64_t macs = 0;             // multiply-accumulates of its convs and FCs
+  std::uint64_t bytes_in = 0;         // host -> device (DWP packets, activation/vector layout)
+  std::uint64_t bytes_out = 0;        // device -> host (dispatch frames)
+  std::uint64_t compute_cycles = 0;   // estimated device cycles of its layers
+  std::uint64_t transfer_cycles = 0;  // estimated DWP + start + dispatch cycles
+  std::string why;                    // why the cut in front of it exists (--explain)
+};
+
 // Scale and zero point of a quantized value, as the (canonical QOperator) graph states it.
 struct QuantInfo {
   double scale = 0;
@@ -50,6 +64,13 @@ struct Context {
   // Every quantized value's scale and zero point, read after canonicalize_qdq (before lowering
   // replaces the ops that state them): what the manifest tells the runtime about boundary tensors.
   std::map<std::string, QuantInfo> quantization;
+
+  // The partition pass's result: the segments in execution order, and each node's segment index
+  // (ctx.graph.nodes are sorted so that every segment's nodes are contiguous).
+  std::vector<Segment> segments;
+  std::map<std::string, int> segment_of;
+  std::uint64_t model_macs = 0;   // all multiply-accumulates of the model (host and device)
+  std::uint64_t device_macs = 0;  // those in device segments
 
   void place(const std::string& node, Placement where, std::string reason);
   bool on_device(const std::string& node) const;

@@ -1,7 +1,9 @@
-// collect_device_program: the boundary between the lowered graph and the back end. The device part
-// is the Gati nodes placed on the device, in graph (execution) order; its inputs are the values
-// those nodes read that the host provides (graph inputs or host-prefix outputs), its outputs the
-// values the host needs afterwards (graph outputs, host-suffix inputs, --dispatch requests).
+// collect_device_program: the boundary between the lowered graph and the back end. The device
+// layers are the Gati nodes placed on the device, in graph (execution) order, grouped by the
+// partition pass's segments; a segment's inputs are the values its nodes read that the host
+// provides (graph inputs or host segments' outputs) and no earlier segment wrote, its outputs the
+// values it makes that the host needs (graph outputs, host nodes' inputs, --dispatch requests).
+// Values one device segment makes and a later one reads stay in DRAM.
 #include "common/error.h"
 #include "compiler/backend.h"
 #include "compiler/geometry.h"
@@ -74,6 +76,16 @@ DeviceProgram collect_device_program(const Context& ctx) {
     layer.node = i;
     layer.opcode = megablock_of(n.op_type);
     const int index = static_cast<int>(prog.layers.size());
+    if (auto it = ctx.segment_of.find(n.name); it != ctx.segment_of.end())
+      layer.segment = it->second;
+    if (prog.segments.empty() || prog.segments.back().segment != layer.segment) {
+      DeviceSegment seg;
+      seg.segment = layer.segment;
+      seg.first_layer = prog.layers.size();
+      prog.segments.push_back(seg);
+    }
+    DeviceSegment& seg = prog.segments.back();
+    ++seg.layer_count;
     // Activation inputs: input 0 always; EltWise b, concat inputs, the split-kernel acc input.
     std::vector<std::string> reads;
     if (n.op_type == "GatiConv") {
@@ -91,9 +103,12 @@ DeviceProgram collect_device_program(const Context& ctx) {
         const ir::Tensor& t = g.tensor(in);
         DeviceTensor d = make_tensor(t, t.shape.size() == 2);
         d.device_input = true;
-        d.produced_at = -1;
+        // Written by the host before its segment starts: alive from the segment's first layer
+        // (-1 for the first segment, the host writes it before anything runs).
+        d.produced_at = seg.first_layer == 0 ? -1 : static_cast<int>(seg.first_layer);
         it = prog.tensors.emplace(in, d).first;
         prog.inputs.push_back(in);
+        seg.inputs.push_back(in);
       }
       it->second.last_used_at = index;
     }
@@ -136,6 +151,8 @@ DeviceProgram collect_device_program(const Context& ctx) {
       t.last_used_at = static_cast<int>(prog.layers.size());  // kept until the run ends
       prog.outputs.push_back(out);
       l.dispatch = true;
+      for (auto& seg : prog.segments)
+        if (seg.segment == l.segment) seg.outputs.push_back(out);
     }
   }
   auto size_of = [&](const DeviceTensor& t, std::int64_t channels) -> std::uint64_t {

@@ -53,10 +53,10 @@ Outcome check(const ir::Graph& int8_model, const std::vector<ref::TensorMap>& sa
   for (const auto& sample : samples) {
     // The host prefix (input quantization) gives the device inputs.
     std::map<std::string, ir::Tensor> dev_in;
-    if (r.host_before) {
+    if (r.host_first()) {
       ref::TensorMap in;
-      for (const auto& name : r.host_before->inputs) in[name] = sample.at(name);
-      for (auto& [k, v] : ref::run_graph(*r.host_before, in)) dev_in[k] = v;
+      for (const auto& name : r.host_first()->inputs) in[name] = sample.at(name);
+      for (auto& [k, v] : ref::run_graph(*r.host_first(), in)) dev_in[k] = v;
     }
     for (const auto& [k, v] : sample) dev_in.emplace(k, v);
     const auto dev = testing::run_on_device(r, dev_in);
@@ -126,9 +126,9 @@ TEST(DigitsModel, CompilesToOneDevicePart) {
   // conv+relu, pool, conv+relu, pool, fc+relu, fc: everything between the input quantization and
   // the output dequantization runs on the device.
   EXPECT_EQ(r.program.layers.size(), 6u);
-  ASSERT_TRUE(r.host_before && r.host_after);
-  EXPECT_EQ(r.host_before->nodes.size(), 1u);
-  EXPECT_EQ(r.host_after->nodes.size(), 1u);
+  ASSERT_TRUE(r.host_first() && r.host_last());
+  EXPECT_EQ(r.host_first()->nodes.size(), 1u);
+  EXPECT_EQ(r.host_last()->nodes.size(), 1u);
   std::vector<ref::TensorMap> first(calib.begin(), calib.begin() + 4);
   const Outcome o = check(q, first, isa::kArch9x8x8);
   EXPECT_EQ(o.differ, 0u);

@@ -19,10 +19,15 @@ namespace npukit::compiler {
 std::size_t instruction_count(const DeviceProgram& prog, std::size_t layer) {
   const isa::Opcode op = prog.layers[layer].opcode;
   // MEGA + OutputBlock + START, plus the merged TailBlock for blocks with a tail pipeline, and an
-  // empty TailBlock for a first megablock without one (the v1.0.0 first-layer POOL erratum).
+  // empty TailBlock for a segment's first megablock without one (the v1.0.0 first-layer POOL
+  // erratum).
   const bool has_tail =
       op == isa::Opcode::CONV || op == isa::Opcode::FC || op == isa::Opcode::EltWise;
-  return 3 + ((has_tail || layer == 0) ? 1 : 0);
+  return 3 + ((has_tail || first_in_segment(prog, layer)) ? 1 : 0);
+}
+
+bool first_in_segment(const DeviceProgram& prog, std::size_t layer) {
+  return layer == 0 || prog.layers[layer - 1].segment != prog.layers[layer].segment;
 }
 
 void assign_addresses(const Context& ctx, DeviceProgram& prog) {

@@ -4,15 +4,12 @@
 // QLinearLeakyRelu, pools, Resize 2x, and Relu/Clip/Flatten folded into them). Everything else is
 // host work.
 //
-// The program is one device part between a host prefix and a host suffix (the runtime runs the
-// prefix, sends the input, starts the device, receives the dispatched outputs, runs the suffix).
-// So a node the device could run still goes to the host when it needs a value that the host only
-// computes after the device part (it would be in the middle); the reason says which node forced it.
+// Each node is decided on its own: where a host op sits in the middle of the network, the next
+// pass (partition) cuts the program into host and device segments around it.
 #include "common/error.h"
 #include "compiler/passes.h"
 
 #include <algorithm>
-#include <set>
 
 namespace npukit::compiler {
 
@@ -241,37 +238,17 @@ std::string why_not_on_device(const ir::Graph& g, const ir::Node& n, const Compi
 
 void assign_devices(Context& ctx) {
   const ir::Graph& g = ctx.graph;
-  std::set<std::string> device_values;  // produced on the device
-  std::set<std::string> suffix_values;  // produced by host nodes that run after the device part
+  bool any_device = false;
   for (const auto& n : g.nodes) {
-    std::string why = why_not_on_device(g, n, ctx.options);
-    // A host node downstream of the device, or a device candidate downstream of such a host node,
-    // belongs to the suffix.
-    std::string after_host;
-    bool reads_device = false;
-    for (const auto& in : n.inputs) {
-      if (suffix_values.count(in) && after_host.empty()) {
-        const ir::Node* p = g.producer(in);
-        after_host = p ? p->name : in;
-      }
-      reads_device = reads_device || device_values.count(in);
-    }
-    if (why.empty() && !after_host.empty())
-      why = "it needs '" + after_host + "', which runs on the host after the device part";
+    const std::string why = why_not_on_device(g, n, ctx.options);
     if (why.empty()) {
       ctx.place(n.name, Placement::kDevice, "int8 " + n.op_type + " lowers to a Gati megablock");
-      for (const auto& o : n.outputs) device_values.insert(o);
+      any_device = true;
     } else {
-      const bool suffix = reads_device || !after_host.empty();
-      ctx.place(n.name, Placement::kHost,
-                std::string(suffix ? "host (after the device part): "
-                                   : "host (before the device part): ") +
-                    why);
-      if (suffix)
-        for (const auto& o : n.outputs) suffix_values.insert(o);
+      ctx.place(n.name, Placement::kHost, "host: " + why);
     }
   }
-  if (device_values.empty()) {
+  if (!any_device) {
     std::string first;
     for (const auto& n : g.nodes) {
       first = n.name + " (" + n.op_type + "): " + ctx.placement[n.name].reason;

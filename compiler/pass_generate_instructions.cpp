@@ -290,11 +290,17 @@ void generate_instructions(Context& ctx, DeviceProgram& prog) {
   }
   Gen gen{g, prog};
   const std::size_t total = prog.layers.size();
-  if (total > 4095)
-    fail("the device part has {} layers; START.TotalLayers holds at most 4095", total);
+  for (const auto& seg : prog.segments)
+    if (seg.layer_count > 4095)
+      fail("a device segment has {} layers; START.TotalLayers holds at most 4095", seg.layer_count);
   prog.instructions.clear();
+  std::size_t seg_index = 0;
   for (std::size_t i = 0; i < total; ++i) {
     DeviceLayer& layer = prog.layers[i];
+    while (seg_index + 1 < prog.segments.size() && prog.segments[seg_index + 1].first_layer <= i)
+      ++seg_index;
+    DeviceSegment& seg = prog.segments.at(seg_index);
+    if (i == seg.first_layer) seg.first_instruction = prog.instructions.size();
     const ir::Node& n = g.nodes[layer.node];
     layer.instructions.clear();
     switch (layer.opcode) {
@@ -302,7 +308,7 @@ void generate_instructions(Context& ctx, DeviceProgram& prog) {
         gen.conv(layer, n);
         break;
       case Opcode::POOL:
-        gen.pool(layer, n, i == 0);
+        gen.pool(layer, n, first_in_segment(prog, i));
         break;
       case Opcode::FC:
         gen.fc(layer, n);
@@ -311,27 +317,31 @@ void generate_instructions(Context& ctx, DeviceProgram& prog) {
         gen.eltwise(layer, n);
         break;
       case Opcode::RESIZE:
-        gen.resize(layer, n, i == 0);
+        gen.resize(layer, n, first_in_segment(prog, i));
         break;
       case Opcode::CONCAT:
-        gen.concat(layer, n, i == 0);
+        gen.concat(layer, n, first_in_segment(prog, i));
         break;
       default:
         fail("layer '{}': no instruction generator for {}", layer.name, isa::name(layer.opcode));
     }
     isa::Instruction start(Opcode::START);
-    start.set(Field::START_LayerNumber, i + 1).set(Field::START_TotalLayers, total);
+    // Each segment is started on its own, so it counts its layers from 1 (gati.md 4).
+    start.set(Field::START_LayerNumber, i - seg.first_layer + 1)
+        .set(Field::START_TotalLayers, seg.layer_count);
     layer.instructions.push_back(start);
     if (layer.instructions.size() != instruction_count(prog, i))
       fail("internal: layer '{}' has {} instructions, the DRAM map reserved {}", layer.name,
            layer.instructions.size(), instruction_count(prog, i));
     prog.instructions.insert(prog.instructions.end(), layer.instructions.begin(),
                              layer.instructions.end());
+    seg.instruction_count = prog.instructions.size() - seg.first_instruction;
   }
-  if (prog.layers.size() && prog.layers[0].opcode == Opcode::POOL)
-    ctx.warnings.push_back("layer '" + prog.layers[0].name +
-                           "': a POOL as the first megablock needs a TailBlock on v1.0.0 (gati.md "
-                           "14.6); an empty one was added");
+  for (const auto& seg : prog.segments)
+    if (prog.layers[seg.first_layer].opcode == Opcode::POOL)
+      ctx.warnings.push_back("layer '" + prog.layers[seg.first_layer].name +
+                             "': a POOL as the first megablock needs a TailBlock on v1.0.0 "
+                             "(gati.md 14.6); an empty one was added");
 }
 
 }  // namespace npukit::compiler

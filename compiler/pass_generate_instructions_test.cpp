@@ -81,7 +81,7 @@ TEST(GenerateInstructions, SingleConvOn9x4x4) {
   EXPECT_EQ(out.get(Field::OutputBlock_DispatchID), 487u);
   EXPECT_EQ(out.get(Field::OutputBlock_AccumulantAddr) % 32, 0u);
   // Dispatch size ImageDimOutput * KernelItr * N_SA * OpWidth = 40 * 2 * 4 = 320 (gati.md 5.5).
-  EXPECT_EQ(r.manifest.device_outputs.at(0).bytes, 320u);
+  EXPECT_EQ(r.manifest.device_outputs().at(0).bytes, 320u);
 
   const auto& tail = in[2];
   EXPECT_EQ(tail.opcode(), Opcode::TailBlock);
@@ -116,11 +116,11 @@ TEST(GenerateInstructions, SingleConvOn9x4x4) {
   EXPECT_EQ(r.gml[header + 31], 0x20);  // Start = 32 in bytes 28..31
 
   // Manifest: the input tensor's address and size for the runtime.
-  ASSERT_EQ(r.manifest.device_inputs.size(), 1u);
-  EXPECT_EQ(r.manifest.device_inputs[0].address, 480u);
-  EXPECT_EQ(r.manifest.device_inputs[0].bytes, 160u);
-  EXPECT_EQ(r.manifest.device_outputs[0].address, 640u);
-  EXPECT_EQ(r.manifest.device_outputs[0].dispatch_id, 487u);
+  ASSERT_EQ(r.manifest.device_inputs().size(), 1u);
+  EXPECT_EQ(r.manifest.device_inputs()[0].address, 480u);
+  EXPECT_EQ(r.manifest.device_inputs()[0].bytes, 160u);
+  EXPECT_EQ(r.manifest.device_outputs()[0].address, 640u);
+  EXPECT_EQ(r.manifest.device_outputs()[0].dispatch_id, 487u);
   EXPECT_EQ(r.manifest.dram_bytes, 960u);
 }
 

@@ -52,18 +52,18 @@ ir::Graph tall_cnn() {
 // bytes, host suffix on the reference.
 ref::TensorMap run_whole_path(const CompileResult& r, const ref::TensorMap& inputs) {
   ref::TensorMap values = inputs;
-  if (r.host_before)
-    for (auto& [k, v] : ref::run_graph(*r.host_before, values)) values[k] = v;
+  if (r.host_first())
+    for (auto& [k, v] : ref::run_graph(*r.host_first(), values)) values[k] = v;
   std::map<std::string, ir::Tensor> dev_in;
   for (const auto& name : r.program.inputs) dev_in[name] = values.at(name);
   for (const auto& [name, v] : testing::run_on_device(r, dev_in)) {
     const ir::Tensor& t = r.ctx.graph.tensor(name);
     values[name] = int8_tensor(name, t.shape, v);
   }
-  if (r.host_after) {
+  if (r.host_last()) {
     ref::TensorMap in;
-    for (const auto& name : r.host_after->inputs) in[name] = values.at(name);
-    for (auto& [k, v] : ref::run_graph(*r.host_after, in)) values[k] = v;
+    for (const auto& name : r.host_last()->inputs) in[name] = values.at(name);
+    for (auto& [k, v] : ref::run_graph(*r.host_last(), in)) values[k] = v;
   }
   return values;
 }
@@ -94,10 +94,10 @@ TEST(TransposeTallImages, TallCnnRunsSidewaysAndGivesTheSameIntegers) {
     EXPECT_EQ(pool.get(isa::Field::POOL_PoolStrideWidth), 2u);
     EXPECT_EQ(pool.get(isa::Field::POOL_PadRight), 1u);  // was bottom
     // Host work: one transpose in, one out (the fc output is a vector, not transposed).
-    ASSERT_TRUE(r.host_before && r.host_after);
-    EXPECT_EQ(r.host_before->nodes.size(), 1u);
-    EXPECT_EQ(r.host_after->nodes.size(), 1u);
-    EXPECT_EQ(r.host_after->nodes[0].op_type, "Transpose");
+    ASSERT_TRUE(r.host_first() && r.host_last());
+    EXPECT_EQ(r.host_first()->nodes.size(), 1u);
+    EXPECT_EQ(r.host_last()->nodes.size(), 1u);
+    EXPECT_EQ(r.host_last()->nodes[0].op_type, "Transpose");
 
     const ref::TensorMap got = run_whole_path(r, inputs);
     for (const auto& out : g.outputs) {
@@ -110,7 +110,7 @@ TEST(TransposeTallImages, TallCnnRunsSidewaysAndGivesTheSameIntegers) {
     for (const auto& l : r.program.layers) every.dispatch.push_back(l.name);
     const CompileResult all = compile(g, every);
     std::map<std::string, ir::Tensor> dev_in;
-    for (auto& [k, v] : ref::run_graph(*all.host_before, inputs)) dev_in[k] = v;
+    for (auto& [k, v] : ref::run_graph(*all.host_first(), inputs)) dev_in[k] = v;
     const auto dev = testing::run_on_device(all, dev_in);
     const auto ref = testing::run_on_reference(all.ctx, all.program, dev_in);
     ASSERT_FALSE(ref.empty());

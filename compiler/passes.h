@@ -8,21 +8,24 @@
 //                            foreign QOperator nodes through their QDQ form
 //   3. canonicalize_qdq      DequantizeLinear -> float op -> QuantizeLinear -> QOperator op
 //   4. check_shapes          every value a device candidate touches has a known static shape
-//   5. assign_devices        which nodes the Gati runs and which the host runs, and why
-//   6. legalize_host_ops     int8 host nodes the model's opset cannot express go back to float
+//   5. assign_devices        which nodes the Gati could run and which the host must, and why
+//   6. partition             the ordered host/device segments (a segment index per node), small
+//                            device islands whose transfers cost more than they buy to the host;
+//                            run again after pass 13 to give the lowered nodes their segments
+//   7. legalize_host_ops     int8 host nodes the model's opset cannot express go back to float
 //  lowering (ONNX ops -> npukit.gati ops, docs/ref-ops.md)
-//   7. lower_to_gati         QLinear*/int8 ops -> Gati* with QuantScale/QuantShift folded in
-//   8. fuse_tail             Gati op + activation (+ global average pool) -> one TailBlock
-//   9. transpose_tall_images a device part with tall 3x3 convs (a v1.0.0 hang) runs sideways
-//  10. split_kernels         kernels taller than the array -> row bands accumulated via acc input
-//  11. pad_kernel_iterations 9,4,4: a conv before a conv padded to an even KernelItr (erratum)
-//  12. check_limits          field widths, stride, width; remaining errata refused
+//   8. lower_to_gati         QLinear*/int8 ops -> Gati* with QuantScale/QuantShift folded in
+//   9. fuse_tail             Gati op + activation (+ global average pool) -> one TailBlock
+//  10. transpose_tall_images a device part with tall 3x3 convs (a v1.0.0 hang) runs sideways
+//  11. split_kernels         kernels taller than the array -> row bands accumulated via acc input
+//  12. pad_kernel_iterations 9,4,4: a conv before a conv padded to an even KernelItr (erratum)
+//  13. check_limits          field widths, stride, width; remaining errata refused
 //  back end (npukit.gati graph -> DRAM image and instructions; compiler/backend.h)
-//  13. convert_layouts       weights/biases to DRAM blobs (gati.md 6.2, 14.1)
-//  14. allocate_buffers      device tensors -> buffers reused when dead
-//  15. assign_addresses      DRAM map, 32-B aligned, --ramsize check (gati.md 6)
-//  16. generate_instructions MEGA, OutputBlock, TailBlock, START per layer (gati.md 3.2, 4, 14)
-//  17. emit_gml              instruction blob + weight/bias packets (isa::encode_gml)
+//  14. convert_layouts       weights/biases to DRAM blobs (gati.md 6.2, 14.1)
+//  15. allocate_buffers      device tensors -> buffers reused when dead
+//  16. assign_addresses      DRAM map, 32-B aligned, --ramsize check (gati.md 6)
+//  17. generate_instructions MEGA, OutputBlock, TailBlock, START per layer (gati.md 3.2, 4, 14)
+//  18. emit_gml              instruction blob + weight/bias packets (isa::encode_gml)
 #pragma once
 
 #include "compiler/context.h"
@@ -34,6 +37,7 @@ void normalize_quantization(Context& ctx);
 void canonicalize_qdq(Context& ctx);
 void check_shapes(Context& ctx);
 void assign_devices(Context& ctx);
+void partition(Context& ctx);
 void legalize_host_ops(Context& ctx);
 void lower_to_gati(Context& ctx);
 void fuse_tail(Context& ctx);
@@ -41,6 +45,15 @@ void transpose_tall_images(Context& ctx);
 void split_kernels(Context& ctx);
 void pad_kernel_iterations(Context& ctx);
 void check_limits(Context& ctx);
+
+// partition's cost model (docs/compiler.md, "Segments"): multiply-accumulates of a conv or FC
+// node (ONNX or npukit.gati; 0 for other ops), the bytes a tensor occupies in DRAM in the Gati's
+// layout, and the cycles of writing it with DWP, of dispatching it, and of one segment's start.
+std::uint64_t node_macs(const ir::Graph& g, const ir::Node& n);
+std::uint64_t device_bytes_of(const ir::Tensor& t, const isa::SaArch& arch);
+std::uint64_t dwp_cycles(std::uint64_t bytes);
+std::uint64_t dispatch_cycles(std::uint64_t bytes);
+std::uint64_t segment_start_cycles();
 
 // The ops assign_devices may put on the device: QOperator/int8 ONNX ops that lower_to_gati
 // knows. Returns an empty string when `n` can run on the Gati, else why not.

@@ -82,8 +82,9 @@ struct Reader {
   }
   std::optional<ManifestSubgraph> subgraph(const json& j, const char* key) const {
     if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
-    const json& s = j.at(key);
-    const std::string path = std::string(key) + ".";
+    return subgraph_at(j.at(key), std::string(key) + ".");
+  }
+  ManifestSubgraph subgraph_at(const json& s, const std::string& path) const {
     ManifestSubgraph g;
     g.file = get<std::string>(s, "file", path);
     if (g.file.find("..") != std::string::npos || (!g.file.empty() && g.file[0] == '/'))
@@ -115,10 +116,33 @@ std::string manifest_to_json(const Manifest& m) {
   };
   j["inputs"] = list(m.inputs);
   j["outputs"] = list(m.outputs);
-  j["host_before"] = subgraph_json(m.host_before);
-  j["host_after"] = subgraph_json(m.host_after);
-  j["device_inputs"] = list(m.device_inputs);
-  j["device_outputs"] = list(m.device_outputs);
+  json segments = json::array();
+  for (const auto& s : m.segments) {
+    json js;
+    if (s.is_device()) {
+      js = {{"kind", "device"},
+            {"first_layer", s.first_layer},
+            {"layer_count", s.layer_count},
+            {"first_instruction", s.first_instruction},
+            {"instruction_count", s.instruction_count},
+            {"zeroth", {{"start", s.zeroth_start()}, {"end", s.zeroth_end()}}},
+            {"inputs", list(s.device_inputs)},
+            {"outputs", list(s.device_outputs)}};
+    } else {
+      js = subgraph_json(s.host);
+      js["kind"] = "host";
+    }
+    js["macs"] = s.macs;
+    js["bytes_in"] = s.bytes_in;
+    js["bytes_out"] = s.bytes_out;
+    js["compute_cycles"] = s.compute_cycles;
+    js["transfer_cycles"] = s.transfer_cycles;
+    js["why"] = s.why;
+    segments.push_back(js);
+  }
+  j["segments"] = segments;
+  j["macs"] = {
+      {"model", m.model_macs}, {"device", m.device_macs}, {"device_share", m.device_mac_share()}};
   json layers = json::array();
   for (const auto& l : m.layers)
     layers.push_back({{"name", l.name},
@@ -146,10 +170,10 @@ Manifest manifest_from_json(const std::string& text, const std::string& what) {
     fail("{}: not an npukit manifest (key 'format' is not \"npukit-manifest\")", what);
   Manifest m;
   m.version = r.get<int>(j, "version", "");
-  if (m.version != kManifestVersion)
+  if (m.version != 1 && m.version != kManifestVersion)
     fail(
-        "{}: manifest version {} is not supported (this npukit reads version {}); recompile the "
-        "model with npukit compile",
+        "{}: manifest version {} is not supported (this npukit reads versions 1 and {}); "
+        "recompile the model with npukit compile",
         what, m.version, kManifestVersion);
   m.model = r.opt<std::string>(j, "model", "", "");
   m.isa_version = r.get<int>(j, "isa_version", "");
@@ -162,10 +186,6 @@ Manifest manifest_from_json(const std::string& text, const std::string& what) {
   m.gml_bytes = r.opt<std::uint64_t>(j, "gml_bytes", 0, "");
   m.inputs = r.tensors(j, "inputs", "");
   m.outputs = r.tensors(j, "outputs", "");
-  m.host_before = r.subgraph(j, "host_before");
-  m.host_after = r.subgraph(j, "host_after");
-  m.device_inputs = r.tensors(j, "device_inputs", "");
-  m.device_outputs = r.tensors(j, "device_outputs", "");
   const auto layers = r.get<json>(j, "layers", "");
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const std::string path = "layers[" + std::to_string(i) + "].";
@@ -181,13 +201,98 @@ Manifest manifest_from_json(const std::string& text, const std::string& what) {
   m.instruction_count = r.get<std::uint64_t>(j, "instruction_count", "");
   m.dram_bytes = r.get<std::uint64_t>(j, "dram_bytes", "");
   m.warnings = r.opt<std::vector<std::string>>(j, "warnings", {}, "");
-  for (const auto& t : m.device_inputs)
-    if (t.layout.empty()) fail("{}: device input '{}' has no layout/address", what, t.name);
-  for (const auto& t : m.device_outputs) {
-    if (t.layout.empty()) fail("{}: device output '{}' has no layout/address", what, t.name);
-    if (!t.dispatch_id) fail("{}: device output '{}' has no dispatch_id", what, t.name);
+  if (m.version == 1) {
+    // One device part between an optional host prefix and suffix: three segments at most.
+    if (auto before = r.subgraph(j, "host_before")) {
+      ManifestSegment s;
+      s.host = before;
+      m.segments.push_back(s);
+    }
+    ManifestSegment d;
+    d.kind = ManifestSegment::Kind::kDevice;
+    d.layer_count = static_cast<int>(m.layers.size());
+    d.instruction_count = static_cast<int>(m.instruction_count);
+    d.device_inputs = r.tensors(j, "device_inputs", "");
+    d.device_outputs = r.tensors(j, "device_outputs", "");
+    m.segments.push_back(d);
+    if (auto after = r.subgraph(j, "host_after")) {
+      ManifestSegment s;
+      s.host = after;
+      m.segments.push_back(s);
+    }
+  } else {
+    const auto segments = r.get<json>(j, "segments", "");
+    if (!segments.is_array() || segments.empty())
+      fail("{}: manifest key 'segments' is not a non-empty list", what);
+    for (std::size_t i = 0; i < segments.size(); ++i) {
+      const std::string path = "segments[" + std::to_string(i) + "].";
+      const json& js = segments[i];
+      ManifestSegment s;
+      const auto kind = r.get<std::string>(js, "kind", path);
+      if (kind == "host") {
+        s.host = r.subgraph_at(js, path);
+      } else if (kind == "device") {
+        s.kind = ManifestSegment::Kind::kDevice;
+        s.first_layer = r.get<int>(js, "first_layer", path);
+        s.layer_count = r.get<int>(js, "layer_count", path);
+        s.first_instruction = r.get<int>(js, "first_instruction", path);
+        s.instruction_count = r.get<int>(js, "instruction_count", path);
+        s.device_inputs = r.tensors(js, "inputs", path);
+        s.device_outputs = r.tensors(js, "outputs", path);
+        if (s.first_layer < 0 || s.layer_count < 1 ||
+            static_cast<std::size_t>(s.first_layer + s.layer_count) > m.layers.size())
+          fail("{}: {}layers [{}, {}) are not within the {} layers", what, path, s.first_layer,
+               s.first_layer + s.layer_count, m.layers.size());
+        if (s.first_instruction < 0 || s.instruction_count < 1 ||
+            static_cast<std::uint64_t>(s.first_instruction + s.instruction_count) >
+                m.instruction_count)
+          fail("{}: {}instructions [{}, {}) are not within the {} instructions", what, path,
+               s.first_instruction, s.first_instruction + s.instruction_count, m.instruction_count);
+      } else {
+        fail("{}: {}kind '{}' is not 'host' or 'device'", what, path, kind);
+      }
+      s.macs = r.opt<std::uint64_t>(js, "macs", 0, path);
+      s.bytes_in = r.opt<std::uint64_t>(js, "bytes_in", 0, path);
+      s.bytes_out = r.opt<std::uint64_t>(js, "bytes_out", 0, path);
+      s.compute_cycles = r.opt<std::uint64_t>(js, "compute_cycles", 0, path);
+      s.transfer_cycles = r.opt<std::uint64_t>(js, "transfer_cycles", 0, path);
+      s.why = r.opt<std::string>(js, "why", "", path);
+      m.segments.push_back(s);
+    }
+    if (j.contains("macs") && j.at("macs").is_object()) {
+      m.model_macs = r.opt<std::uint64_t>(j.at("macs"), "model", 0, "macs.");
+      m.device_macs = r.opt<std::uint64_t>(j.at("macs"), "device", 0, "macs.");
+    }
   }
+  for (const auto& s : m.segments)
+    if (s.is_device()) {
+      for (const auto& t : s.device_inputs)
+        if (t.layout.empty()) fail("{}: device input '{}' has no layout/address", what, t.name);
+      for (const auto& t : s.device_outputs) {
+        if (t.layout.empty()) fail("{}: device output '{}' has no layout/address", what, t.name);
+        if (!t.dispatch_id) fail("{}: device output '{}' has no dispatch_id", what, t.name);
+      }
+    }
   return m;
+}
+
+std::vector<ManifestTensor> Manifest::device_inputs() const {
+  std::vector<ManifestTensor> v;
+  for (const auto& s : segments) v.insert(v.end(), s.device_inputs.begin(), s.device_inputs.end());
+  return v;
+}
+
+std::vector<ManifestTensor> Manifest::device_outputs() const {
+  std::vector<ManifestTensor> v;
+  for (const auto& s : segments)
+    v.insert(v.end(), s.device_outputs.begin(), s.device_outputs.end());
+  return v;
+}
+
+std::size_t Manifest::device_segment_count() const {
+  std::size_t n = 0;
+  for (const auto& s : segments) n += s.is_device() ? 1 : 0;
+  return n;
 }
 
 void save_manifest(const Manifest& m, const std::string& path) {

@@ -218,13 +218,20 @@ TEST(Session, RunsAHandWrittenProgramDirectory) {
   din.layout = "activation";
   din.address = kInput;
   din.bytes = 128;
-  m.device_inputs = {din};
+  isa::ManifestSegment seg;
+  seg.kind = isa::ManifestSegment::Kind::kDevice;
+  seg.layer_count = 1;
+  seg.instruction_count = static_cast<int>(isa::decode_gml(gml).instructions.size());
+  seg.device_inputs = {din};
   isa::ManifestTensor dout{"y", {1, kKN, kH, kW}, "int8", 1.0};
   dout.layout = "activation";
   dout.address = kOutput;
   dout.bytes = 128;
   dout.dispatch_id = kDispatchId;
-  m.device_outputs = {dout};
+  seg.device_outputs = {dout};
+  m.segments = {seg};
+  m.layers = {{"conv", "CONV", {"x"}, {"y"}, 0, seg.instruction_count}};
+  m.instruction_count = static_cast<std::uint64_t>(seg.instruction_count);
   m.outputs = {dout};
   isa::save_manifest(m, (dir / "manifest.json").string());
 

@@ -6,11 +6,13 @@
 #include "isa/dispatch.h"
 #include "isa/dwp.h"
 #include "isa/host_layout.h"
+#include "isa/isa.h"
 #include "isa/meta.h"
 #include "onnx/onnx_io.h"
 
 #include <fmt/core.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -77,8 +79,14 @@ Session::Session(const std::string& dir, SessionOptions options) : dir_(dir) {
   manifest_ = isa::load_manifest(manifest_path.string());
   arch_ = manifest_.arch();
   gml_ = read_file_bytes((fs::path(dir) / manifest_.gml).string());
-  if (manifest_.host_before) host_before_ = load_subgraph(dir, *manifest_.host_before);
-  if (manifest_.host_after) host_after_ = load_subgraph(dir, *manifest_.host_after);
+  for (std::size_t i = 0; i < manifest_.segments.size(); ++i) {
+    const auto& seg = manifest_.segments[i];
+    if (seg.is_device()) continue;
+    if (!seg.host) fail("{}: manifest segment {} is a host segment without a subgraph", dir, i);
+    host_graphs_[i] = load_subgraph(dir, *seg.host);
+  }
+  if (manifest_.device_segment_count() == 0)
+    fail("{}: manifest.json lists no device segment (recompile the model)", dir);
   device::DeviceConfig config;
   config.arch = arch_;
   config.dram_bytes = manifest_.ramsize_mb << 20;
@@ -98,9 +106,11 @@ void Session::send_program() {
   transport_->write(kAppDwp, gml_);
 }
 
-ref::TensorMap Session::run_device(const ref::TensorMap& device_inputs, RunResult& result) {
+ref::TensorMap Session::run_device(const isa::ManifestSegment& segment,
+                                   const ref::TensorMap& device_inputs, RunResult& result,
+                                   SegmentStats& seg_stats) {
   std::map<std::uint32_t, const isa::ManifestTensor*> by_id;
-  for (const auto& out : manifest_.device_outputs) {
+  for (const auto& out : segment.device_outputs) {
     if (!out.dispatch_id)
       fail("manifest: device output '{}' has no dispatch id, so the device never sends it back",
            out.name);
@@ -109,7 +119,16 @@ ref::TensorMap Session::run_device(const ref::TensorMap& device_inputs, RunResul
   std::map<std::string, std::vector<std::int8_t>> gathered;  // output name -> values
   {
     Bytes stream;
-    for (const auto& in : manifest_.device_inputs) {
+    // With several device segments in one GML, each is started by pointing the zeroth instruction
+    // at its own instructions (docs/compiler.md, "Segments"). A single segment keeps the GML's.
+    if (manifest_.device_segment_count() > 1) {
+      isa::Zeroth z;
+      z.start = segment.zeroth_start();
+      z.end = segment.zeroth_end();
+      const auto word = z.encode();
+      isa::append_dwp_packet(stream, 0, ByteSpan(word.data(), word.size()));
+    }
+    for (const auto& in : segment.device_inputs) {
       const ir::Tensor& t = device_inputs.at(in.name);
       const std::int64_t per_image = per_image_elements(in);
       std::span<const std::int8_t> image(t.as<std::int8_t>(), static_cast<std::size_t>(per_image));
@@ -127,6 +146,7 @@ ref::TensorMap Session::run_device(const ref::TensorMap& device_inputs, RunResul
     isa::append_meta_payload_size(meta, static_cast<std::uint32_t>(stream.size()));
     transport_->write(kAppMeta, meta);
     transport_->write(kAppDwp, stream);
+    seg_stats.bytes_to_device += stream.size();
 
     for (std::size_t k = 0; k < by_id.size(); ++k) {
       Bytes header = transport_->read(kAppDwp, isa::kDispatchHeaderBytes);
@@ -134,6 +154,7 @@ ref::TensorMap Session::run_device(const ref::TensorMap& device_inputs, RunResul
       const std::uint32_t id = load_be32(header.data() + 8);
       Bytes rest = transport_->read(kAppDwp, size + isa::kDispatchFooterBytes);
       header.insert(header.end(), rest.begin(), rest.end());
+      seg_stats.bytes_from_device += header.size();
       auto frames = isa::parse_dispatch_frames(header);  // validates SOF, size and footer
       auto it = by_id.find(id);
       if (it == by_id.end())
@@ -157,13 +178,14 @@ ref::TensorMap Session::run_device(const ref::TensorMap& device_inputs, RunResul
     }
     if (device::Device* d = transport_->local_device()) {
       const auto& stats = d->stats();
-      result.device_cycles = stats.total_cycles;
-      result.layers.clear();
+      result.device_cycles += stats.total_cycles;
+      seg_stats.cycles += stats.total_cycles;
       for (std::size_t i = 0; i < stats.layers.size(); ++i) {
         const auto& l = stats.layers[i];
         LayerCycles lc;
         lc.opcode = std::string(isa::name(l.opcode));
-        lc.name = i < manifest_.layers.size() ? manifest_.layers[i].name : lc.opcode;
+        const std::size_t layer = static_cast<std::size_t>(segment.first_layer) + i;
+        lc.name = layer < manifest_.layers.size() ? manifest_.layers[layer].name : lc.opcode;
         lc.cycles = l.timing.cycles;
         result.layers.push_back(lc);
       }
@@ -171,7 +193,7 @@ ref::TensorMap Session::run_device(const ref::TensorMap& device_inputs, RunResul
   }
 
   ref::TensorMap outputs;
-  for (const auto& out : manifest_.device_outputs) {
+  for (const auto& out : segment.device_outputs) {
     ir::Shape shape = out.shape;
     if (!shape.empty()) shape[0] = 1;
     outputs[out.name] = ir::make_tensor(shape, gathered[out.name], out.name);
@@ -232,6 +254,18 @@ RunResult Session::run(const ref::TensorMap& inputs) {
     for (auto& [name, t] : one.device_outputs) append_image(result.device_outputs[name], t);
     result.device_cycles += one.device_cycles;
     result.layers = std::move(one.layers);
+    if (result.segments.empty()) {
+      result.segments = one.segments;
+    } else {
+      for (std::size_t i = 0; i < one.segments.size(); ++i) {
+        auto& a = result.segments[i];
+        const auto& b = one.segments[i];
+        a.cycles += b.cycles;
+        a.host_seconds += b.host_seconds;
+        a.bytes_to_device += b.bytes_to_device;
+        a.bytes_from_device += b.bytes_from_device;
+      }
+    }
   }
   return result;
 }
@@ -239,33 +273,47 @@ RunResult Session::run(const ref::TensorMap& inputs) {
 RunResult Session::run_image(const ref::TensorMap& inputs) {
   RunResult result;
   ref::TensorMap values = inputs;
-  if (host_before_) {
-    ref::TensorMap feeds;
-    for (const auto& name : host_before_->inputs) feeds[name] = values.at(name);
-    for (auto& [name, t] : ref::run_graph(*host_before_, feeds)) values[name] = std::move(t);
-  }
-
-  ref::TensorMap device_in;
-  for (const auto& in : manifest_.device_inputs) {
-    auto it = values.find(in.name);
-    if (it == values.end()) fail("device input '{}' was not produced by the host", in.name);
-    ir::Tensor t = it->second;
-    if (t.dtype == ir::DType::kFloat32) t = quantize_to_int8(t, in.scale, in.zero_point);
-    if (t.dtype != ir::DType::kInt8)
-      fail("device input '{}' is {}, the device takes int8", in.name, ir::dtype_name(t.dtype));
-    if (ir::element_count(t.shape) != per_image_elements(in))
-      fail("device input '{}': {} elements, expected {}", in.name, ir::element_count(t.shape),
-           per_image_elements(in));
-    device_in[in.name] = std::move(t);
-  }
-
-  result.device_outputs = run_device(device_in, result);
-  for (const auto& [name, t] : result.device_outputs) values[name] = t;
-
-  if (host_after_) {
-    ref::TensorMap feeds;
-    for (const auto& name : host_after_->inputs) feeds[name] = values.at(name);
-    for (auto& [name, t] : ref::run_graph(*host_after_, feeds)) values[name] = std::move(t);
+  for (std::size_t i = 0; i < manifest_.segments.size(); ++i) {
+    const auto& seg = manifest_.segments[i];
+    SegmentStats stats;
+    stats.index = i;
+    stats.device = seg.is_device();
+    if (!seg.is_device()) {
+      const ir::Graph& g = host_graphs_.at(i);
+      ref::TensorMap feeds;
+      for (const auto& name : g.inputs) {
+        auto it = values.find(name);
+        if (it == values.end())
+          fail("host segment {} ({}) needs '{}', which no earlier segment produced", i,
+               seg.host->file, name);
+        feeds[name] = it->second;
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      auto produced = ref::run_graph(g, feeds);
+      stats.host_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      for (auto& [name, t] : produced) values[name] = std::move(t);
+      result.segments.push_back(stats);
+      continue;
+    }
+    ref::TensorMap device_in;
+    for (const auto& in : seg.device_inputs) {
+      auto it = values.find(in.name);
+      if (it == values.end()) fail("device input '{}' was not produced by the host", in.name);
+      ir::Tensor t = it->second;
+      if (t.dtype == ir::DType::kFloat32) t = quantize_to_int8(t, in.scale, in.zero_point);
+      if (t.dtype != ir::DType::kInt8)
+        fail("device input '{}' is {}, the device takes int8", in.name, ir::dtype_name(t.dtype));
+      if (ir::element_count(t.shape) != per_image_elements(in))
+        fail("device input '{}': {} elements, expected {}", in.name, ir::element_count(t.shape),
+             per_image_elements(in));
+      device_in[in.name] = std::move(t);
+    }
+    for (auto& [name, t] : run_device(seg, device_in, result, stats)) {
+      values[name] = t;
+      result.device_outputs[name] = std::move(t);
+    }
+    result.segments.push_back(stats);
   }
   for (const auto& out : manifest_.outputs) {
     auto it = values.find(out.name);

@@ -1,7 +1,9 @@
 // Runs a compiled model (DIR with manifest.json, the GML and host subgraphs) the way the board's
-// host does (gati.md 9): META reset and dispatch target, the GML once, then per input the host
-// prefix on the reference executor, the input tensor and start packet, the dispatch frames back,
-// their layouts undone, and the host suffix. Needs nothing from the compiler.
+// host does (gati.md 9): META reset and dispatch target, the GML once, then per input the
+// segments in order: a host segment on the reference executor; a device segment as its input
+// tensors in the activation layout (DWP packets), when the program has several device segments
+// the zeroth instruction pointed at the segment's instructions, the start packet, and its
+// dispatch frames back with their layouts undone. Needs nothing from the compiler.
 #pragma once
 
 #include "ir/graph.h"
@@ -10,6 +12,7 @@
 #include "runtime/transport.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,12 +31,23 @@ struct LayerCycles {
   std::uint64_t cycles = 0;
 };
 
+// What one segment did (summed over the images of a batch).
+struct SegmentStats {
+  std::size_t index = 0;  // in manifest.segments
+  bool device = false;
+  std::uint64_t cycles = 0;             // device segments, in-process device only
+  double host_seconds = 0;              // host segments: wall time on the reference executor
+  std::uint64_t bytes_to_device = 0;    // DWP stream bytes written (packets, zeroth, start)
+  std::uint64_t bytes_from_device = 0;  // dispatch frame bytes read (headers and footers too)
+};
+
 struct RunResult {
   ref::TensorMap outputs;         // the model's outputs, by name
   ref::TensorMap device_outputs;  // what the device dispatched, unpacked (int8 NCHW / [N, K])
   // In-process device only: cycles of each image's run, summed over the batch.
   std::uint64_t device_cycles = 0;
-  std::vector<LayerCycles> layers;  // of the last image
+  std::vector<LayerCycles> layers;  // of the last image, all device segments in order
+  std::vector<SegmentStats> segments;
 };
 
 class Session {
@@ -52,13 +66,15 @@ class Session {
  private:
   void send_program();
   RunResult run_image(const ref::TensorMap& inputs);  // one image, batch 1
-  ref::TensorMap run_device(const ref::TensorMap& device_inputs, RunResult& result);
+  ref::TensorMap run_device(const isa::ManifestSegment& segment,
+                            const ref::TensorMap& device_inputs, RunResult& result,
+                            SegmentStats& stats);
 
   std::string dir_;
   isa::Manifest manifest_;
   isa::SaArch arch_;
   Bytes gml_;
-  std::optional<ir::Graph> host_before_, host_after_;
+  std::map<std::size_t, ir::Graph> host_graphs_;  // by segment index
   std::unique_ptr<Transport> transport_;
 };
 

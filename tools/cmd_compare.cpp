@@ -36,6 +36,7 @@ struct CompareArgs {
   std::string onnx;  // for a compiled DIR: the ONNX model it was compiled from
   std::vector<std::string> inputs;
   bool json = false;
+  std::string stats_json;
   std::string keep_dir;  // keep the compiled all-layers program here
   npukit::tools::ProgramOptions program;
 };
@@ -123,8 +124,8 @@ Diff diff(const ir::Tensor& device, const ir::Tensor& reference) {
 }
 
 bool manifest_has_input(const npukit::isa::Manifest& m, const std::string& name) {
-  return std::any_of(m.device_inputs.begin(), m.device_inputs.end(),
-                     [&](const auto& t) { return t.name == name; });
+  const auto inputs = m.device_inputs();
+  return std::any_of(inputs.begin(), inputs.end(), [&](const auto& t) { return t.name == name; });
 }
 
 std::string index_string(const std::vector<std::int64_t>& idx) {
@@ -155,7 +156,7 @@ void run(const CompareArgs& a) {
     options.ramsize_mb = m.ramsize_mb;
     options.allow_errata = m.allow_errata;
     dispatch.clear();
-    for (const auto& out : m.device_outputs) dispatch.push_back(out.name);
+    for (const auto& out : m.device_outputs()) dispatch.push_back(out.name);
     options.dispatch = dispatch;
     model = npukit::onnxio::load_onnx(a.onnx);
   } else {
@@ -190,11 +191,15 @@ void run(const CompareArgs& a) {
   const TensorMap feeds = npukit::tools::load_inputs(a.inputs, manifest.inputs);
 
   const auto device = session.run(feeds);
+  const std::int64_t images =
+      feeds.empty() || feeds.begin()->second.shape.empty() ? 1 : feeds.begin()->second.shape[0];
+  if (!a.stats_json.empty())
+    npukit::tools::write_stats_json(a.stats_json, manifest, device.segments, device.layers, images);
 
   // The reference, image by image as the device runs them, keeping every device tensor.
   std::set<std::string> wanted;
-  for (const auto& out : manifest.device_outputs) wanted.insert(out.name);
-  for (const auto& in : manifest.device_inputs) wanted.insert(in.name);
+  for (const auto& out : manifest.device_outputs()) wanted.insert(out.name);
+  for (const auto& in : manifest.device_inputs()) wanted.insert(in.name);
   for (const auto& l : manifest.layers)
     for (const auto& o : l.outputs) wanted.insert(o);
   std::int64_t batch = 1;
@@ -422,6 +427,7 @@ void run(const CompareArgs& a) {
     std::cout << fmt::format("{}: {} of {} layer outputs compared ({} alone){}\n",
                              all_ok ? "PASS" : "FAIL", compared, layers.size(), compared_alone,
                              all_ok ? ", all bit-exact" : "");
+    std::cout << npukit::tools::segment_table(manifest, device.segments, images);
   }
   if (!all_ok) npukit::tools::set_exit_status(1);
 }
@@ -441,6 +447,9 @@ const npukit::tools::CommandRegistrar kReg{
       sub.add_option("--onnx", args->onnx,
                      "with a compiled DIR: the ONNX model it was compiled from");
       sub.add_flag("--json", args->json, "print the per-layer results as JSON");
+      sub.add_option("--stats-json", args->stats_json,
+                     "write per-segment (where, cycles or host time, bytes each way) and "
+                     "per-layer stats of the device run as JSON");
       sub.add_option("--keep-program", args->keep_dir,
                      "write the all-layers-dispatched program here instead of a temporary dir");
       npukit::tools::add_program_options(sub, args->program);

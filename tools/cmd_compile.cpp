@@ -1,7 +1,7 @@
 // npukit compile model.onnx -o DIR [--sa-arch 9,8,8] [--dispatch L1,L2] [--ramsize MB]
 //                                 [--allow-errata] [--explain]
-// Writes DIR/model.gml, DIR/manifest.json and, when the model has host work before or after the
-// device part, DIR/host_before.onnx / DIR/host_after.onnx (docs/compiler.md).
+// Writes DIR/model.gml, DIR/manifest.json and DIR/segmentN_host.onnx for every host segment
+// (docs/compiler.md); prints the share of the model's MACs that run on the device.
 #include "common/error.h"
 #include "compiler/compiler.h"
 #include "onnx/onnx_io.h"
@@ -26,6 +26,7 @@ void run(const CompileArgs& a) {
   const npukit::ir::Graph model = npukit::onnxio::load_onnx(a.model);
   const auto result = npukit::compiler::compile(model, a.program.compile_options());
   if (a.explain) std::cout << npukit::compiler::explain(result);
+  std::cout << npukit::compiler::mac_share_line(result.manifest) << "\n";
   for (const auto& w : result.ctx.warnings) std::cerr << "npukit compile: warning: " << w << "\n";
   if (a.out_dir.empty()) {
     if (!a.explain)

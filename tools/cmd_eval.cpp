@@ -30,7 +30,7 @@ using npukit::fail;
 namespace ir = npukit::ir;
 
 struct EvalArgs {
-  std::string model, data, labels, float_model, json, predictions;
+  std::string model, data, labels, float_model, json, predictions, stats_json;
   std::int64_t limit = 0;
   bool quiet = false;
   npukit::tools::ProgramOptions program;
@@ -133,6 +133,8 @@ void run(const EvalArgs& a) {
 
   std::int64_t int8_correct = 0, float_correct = 0, agree = 0;
   std::uint64_t cycles = 0;
+  std::vector<npukit::runtime::SegmentStats> segments;
+  std::vector<npukit::runtime::LayerCycles> layers;
   std::vector<std::int64_t> predictions;
   Progress progress(n, !a.quiet);
   const auto t0 = std::chrono::steady_clock::now();
@@ -144,6 +146,8 @@ void run(const EvalArgs& a) {
     predictions.push_back(p);
     int8_correct += p == labels[i];
     cycles += result.device_cycles;
+    npukit::tools::add_segment_stats(segments, result.segments);
+    layers = result.layers;
     if (float_model) {
       const std::string& fin = float_model->inputs[0];
       npukit::ref::TensorMap ff;
@@ -175,6 +179,9 @@ void run(const EvalArgs& a) {
       "device cycles per image {:.0f} ({:.3f} ms at 81 MHz); host wall time "
       "{:.2f} ms per image\n",
       cycles_per_image, cycles_per_image / 81e3, 1e3 * seconds / n);
+
+  std::cout << npukit::tools::segment_table(m, segments, n);
+  if (!a.stats_json.empty()) npukit::tools::write_stats_json(a.stats_json, m, segments, layers, n);
 
   if (!a.predictions.empty()) {
     npukit::onnxio::save_tensor_npy(
@@ -216,6 +223,9 @@ const npukit::tools::CommandRegistrar kReg{
       sub.add_option("--predictions", args->predictions,
                      "write the int8 model's top-1 class per image (.npy, int64)");
       sub.add_flag("-q,--quiet", args->quiet, "no progress bar");
+      sub.add_option("--stats-json", args->stats_json,
+                     "write per-segment (where, cycles or host time, bytes each way) and "
+                     "per-layer stats, per image, as JSON");
       npukit::tools::add_program_options(sub, args->program);
       sub.callback([args] { run(*args); });
     }};

@@ -61,16 +61,13 @@ void run(const RunArgs& a) {
     std::cout << fmt::format("  {:<45} {:>12}  ({:.3f} ms at 81 MHz)\n", "total", total,
                              static_cast<double>(total) / 81e3);
   }
-  if (!a.stats_json.empty()) {
-    std::ofstream f(a.stats_json);
-    f << "{\"device_cycles\": " << result.device_cycles << ", \"layers\": [";
-    for (std::size_t i = 0; i < result.layers.size(); ++i)
-      f << (i ? ", " : "")
-        << fmt::format("{{\"name\": \"{}\", \"opcode\": \"{}\", \"cycles\": {}}}",
-                       result.layers[i].name, result.layers[i].opcode, result.layers[i].cycles);
-    f << "]}\n";
-    if (!f) fail("cannot write '{}'", a.stats_json);
-  }
+  std::cout << npukit::tools::segment_table(
+      session.manifest(), result.segments,
+      feeds.begin()->second.shape.empty() ? 1 : feeds.begin()->second.shape[0]);
+  if (!a.stats_json.empty())
+    npukit::tools::write_stats_json(
+        a.stats_json, session.manifest(), result.segments, result.layers,
+        feeds.begin()->second.shape.empty() ? 1 : feeds.begin()->second.shape[0]);
 }
 
 const npukit::tools::CommandRegistrar kReg{
@@ -87,7 +84,9 @@ const npukit::tools::CommandRegistrar kReg{
       sub.add_option("--transport", args->transport,
                      "inproc (device model in this process) or tcp://HOST:PORT (npukit serve)")
           ->capture_default_str();
-      sub.add_option("--stats-json", args->stats_json, "write device cycles per layer as JSON");
+      sub.add_option("--stats-json", args->stats_json,
+                     "write per-segment (where, cycles or host time, bytes each way) and per-layer "
+                     "stats as JSON");
       npukit::tools::add_program_options(sub, args->program);
       sub.callback([args] { run(*args); });
     }};

@@ -50,20 +50,28 @@ TEST(CompileCli, WritesGmlManifestAndHostSubgraphs) {
   const Result r = run("compile " + q.string() + " -o " + (dir / "prog").string());
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("6 device layers"), std::string::npos) << r.out;
-  for (const char* f : {"model.gml", "manifest.json", "host_before.onnx", "host_after.onnx"})
+  for (const char* f : {"model.gml", "manifest.json", "segment0_host.onnx", "segment2_host.onnx"})
     EXPECT_TRUE(fs::exists(dir / "prog" / f)) << f;
   const auto m = npukit::isa::load_manifest((dir / "prog" / "manifest.json").string());
   EXPECT_EQ(m.sa_arch, "9,8,8");
   EXPECT_EQ(m.layers.size(), 6u);
-  ASSERT_EQ(m.device_inputs.size(), 1u);
-  EXPECT_EQ(m.device_inputs[0].layout, "activation");
-  EXPECT_EQ(m.device_inputs[0].shape, (std::vector<std::int64_t>{1, 1, 8, 8}));
-  EXPECT_GT(m.device_inputs[0].scale, 0);
-  ASSERT_EQ(m.device_outputs.size(), 1u);
-  EXPECT_EQ(m.device_outputs[0].layout, "vector");
-  EXPECT_TRUE(m.device_outputs[0].dispatch_id.has_value());
-  ASSERT_TRUE(m.host_before && m.host_after);
-  EXPECT_EQ(m.host_after->outputs, (std::vector<std::string>{"logits"}));
+  ASSERT_EQ(m.segments.size(), 3u);  // quantize on the host, the network, dequantize
+  EXPECT_EQ(m.version, 2);
+  ASSERT_TRUE(m.segments[1].is_device());
+  const auto& dev = m.segments[1];
+  ASSERT_EQ(dev.device_inputs.size(), 1u);
+  EXPECT_EQ(dev.device_inputs[0].layout, "activation");
+  EXPECT_EQ(dev.device_inputs[0].shape, (std::vector<std::int64_t>{1, 1, 8, 8}));
+  EXPECT_GT(dev.device_inputs[0].scale, 0);
+  ASSERT_EQ(dev.device_outputs.size(), 1u);
+  EXPECT_EQ(dev.device_outputs[0].layout, "vector");
+  EXPECT_TRUE(dev.device_outputs[0].dispatch_id.has_value());
+  ASSERT_TRUE(m.segments[0].host && m.segments[2].host);
+  EXPECT_EQ(m.segments[2].host->outputs, (std::vector<std::string>{"logits"}));
+  // Every conv and FC of LeNet runs on the device.
+  EXPECT_GT(m.model_macs, 0u);
+  EXPECT_EQ(m.device_macs, m.model_macs);
+  EXPECT_NE(r.out.find("100.0 % of the model's MACs on the device"), std::string::npos) << r.out;
   // The GML is one a board accepts: it decodes, and the instruction list has the RTL's shape.
   const auto gml = npukit::isa::decode_gml(read_bytes(dir / "prog" / "model.gml"));
   EXPECT_EQ(gml.instructions.size(), m.instruction_count);
@@ -78,7 +86,8 @@ TEST(CompileCli, ExplainShowsPlacementInstructionsAndFootprint) {
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("sa_arch 9,4,4"), std::string::npos);
   EXPECT_NE(r.out.find("image_QuantizeLinear"), std::string::npos);
-  EXPECT_NE(r.out.find("host (before the device part)"), std::string::npos);
+  EXPECT_NE(r.out.find("float <-> int8 conversion is host work"), std::string::npos);
+  EXPECT_NE(r.out.find("Segments (100.0 % of the model's MACs"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("fused into the TailBlock"), std::string::npos);
   EXPECT_NE(r.out.find("CONV IW=8 IH=8 IC=1"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("DRAM footprint"), std::string::npos);
@@ -93,7 +102,7 @@ TEST(CompileCli, DispatchAndRamsizeOptions) {
                  " --dispatch /features/features.2/MaxPool");
   ASSERT_EQ(r.status, 0) << r.out;
   const auto m = npukit::isa::load_manifest((dir / "p" / "manifest.json").string());
-  EXPECT_EQ(m.device_outputs.size(), 2u);
+  EXPECT_EQ(m.device_outputs().size(), 2u);
   r = run("compile " + q.string() + " -o " + (dir / "p2").string() + " --dispatch nosuchlayer");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("--dispatch 'nosuchlayer'"), std::string::npos) << r.out;

@@ -4,8 +4,12 @@
 #include "common/npy.h"
 #include "onnx/onnx_io.h"
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 namespace npukit::tools {
@@ -33,16 +37,42 @@ void add_program_options(CLI::App& sub, ProgramOptions& o) {
 }
 
 void write_program_dir(const compiler::CompileResult& result, const std::string& dir) {
+  // Everything goes into a fresh sibling directory first, which replaces DIR only once complete:
+  // a failure leaves no partial program behind (and an older program in DIR untouched).
+  const fs::path d = fs::absolute(fs::path(dir)).lexically_normal();
+  const fs::path target = d.has_filename() ? d : d.parent_path();
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  fs::create_directories(target.parent_path(), ec);
   if (ec) fail("cannot create output directory '{}': {}", dir, ec.message());
-  const fs::path d(dir);
-  write_file_bytes((d / result.manifest.gml).string(), result.gml);
-  if (result.host_before)
-    onnxio::save_onnx(*result.host_before, (d / result.manifest.host_before->file).string());
-  if (result.host_after)
-    onnxio::save_onnx(*result.host_after, (d / result.manifest.host_after->file).string());
-  isa::save_manifest(result.manifest, (d / "manifest.json").string());
+  const fs::path staging = target.parent_path() / ("." + target.filename().string() + ".partial");
+  fs::remove_all(staging, ec);
+  fs::create_directories(staging, ec);
+  if (ec) fail("cannot create output directory '{}': {}", staging.string(), ec.message());
+  try {
+    write_file_bytes((staging / result.manifest.gml).string(), result.gml);
+    for (std::size_t s = 0; s < result.manifest.segments.size(); ++s) {
+      const auto& seg = result.manifest.segments[s];
+      if (seg.is_device()) continue;
+      const ir::Graph* g = result.host_graph(s);
+      if (!g) fail("internal: host segment {} has no subgraph", s);
+      onnxio::save_onnx(*g, (staging / seg.host->file).string());
+    }
+    isa::save_manifest(result.manifest, (staging / "manifest.json").string());
+    if (fs::exists(target)) {
+      // Only ever replace a directory that holds a compiled program (or nothing).
+      if (!fs::is_directory(target)) fail("output '{}' exists and is not a directory", dir);
+      if (!fs::is_empty(target) && !fs::exists(target / "manifest.json"))
+        fail(
+            "output directory '{}' is not empty and holds no compiled program; give a new or "
+            "empty directory",
+            dir);
+      fs::remove_all(target);
+    }
+    fs::rename(staging, target);
+  } catch (...) {
+    fs::remove_all(staging, ec);
+    throw;
+  }
 }
 
 std::string ensure_program_dir(const std::string& path, const ProgramOptions& options,
@@ -89,6 +119,90 @@ ref::TensorMap load_inputs(const std::vector<std::string>& specs,
     feeds[name] = std::move(t);
   }
   return feeds;
+}
+
+void add_segment_stats(std::vector<runtime::SegmentStats>& total,
+                       const std::vector<runtime::SegmentStats>& one) {
+  if (total.empty()) {
+    total = one;
+    return;
+  }
+  for (std::size_t i = 0; i < one.size() && i < total.size(); ++i) {
+    total[i].cycles += one[i].cycles;
+    total[i].host_seconds += one[i].host_seconds;
+    total[i].bytes_to_device += one[i].bytes_to_device;
+    total[i].bytes_from_device += one[i].bytes_from_device;
+  }
+}
+
+namespace {
+
+std::string segment_what(const isa::Manifest& m, const runtime::SegmentStats& s) {
+  if (s.index >= m.segments.size()) return "";
+  const auto& seg = m.segments[s.index];
+  if (!seg.is_device()) return seg.host ? seg.host->file : "";
+  if (seg.layer_count < 1) return "";
+  const auto first = static_cast<std::size_t>(seg.first_layer);
+  const auto last = first + static_cast<std::size_t>(seg.layer_count) - 1;
+  if (last >= m.layers.size()) return "";
+  return fmt::format("{} layers, {}..{}", seg.layer_count, m.layers[first].name,
+                     m.layers[last].name);
+}
+
+}  // namespace
+
+std::string segment_table(const isa::Manifest& m, const std::vector<runtime::SegmentStats>& s,
+                          std::int64_t images) {
+  const double n = static_cast<double>(std::max<std::int64_t>(images, 1));
+  std::string out =
+      fmt::format("segments ({:.1f} % of the model's MACs on the device), per image:\n",
+                  100.0 * m.device_mac_share());
+  for (const auto& seg : s) {
+    const std::string cost =
+        seg.device ? fmt::format("{:>12.0f} cycles", static_cast<double>(seg.cycles) / n)
+                   : fmt::format("{:>9.3f} ms host", 1e3 * seg.host_seconds / n);
+    out += fmt::format("  [{}] {:<6} {}  {:>10.0f} B to device  {:>10.0f} B from device  {}\n",
+                       seg.index, seg.device ? "device" : "host", cost,
+                       static_cast<double>(seg.bytes_to_device) / n,
+                       static_cast<double>(seg.bytes_from_device) / n, segment_what(m, seg));
+  }
+  return out;
+}
+
+void write_stats_json(const std::string& path, const isa::Manifest& m,
+                      const std::vector<runtime::SegmentStats>& s,
+                      const std::vector<runtime::LayerCycles>& layers, std::int64_t images) {
+  const double n = static_cast<double>(std::max<std::int64_t>(images, 1));
+  nlohmann::json j;
+  j["images"] = images;
+  double cycles = 0;
+  nlohmann::json segs = nlohmann::json::array();
+  for (const auto& seg : s) {
+    nlohmann::json js{{"index", seg.index},
+                      {"where", seg.device ? "device" : "host"},
+                      {"bytes_to_device", static_cast<double>(seg.bytes_to_device) / n},
+                      {"bytes_from_device", static_cast<double>(seg.bytes_from_device) / n},
+                      {"what", segment_what(m, seg)}};
+    if (seg.device) {
+      js["cycles"] = static_cast<double>(seg.cycles) / n;
+      cycles += static_cast<double>(seg.cycles) / n;
+    } else {
+      js["host_seconds"] = seg.host_seconds / n;
+    }
+    segs.push_back(js);
+  }
+  j["device_cycles"] = cycles;
+  j["model_macs"] = m.model_macs;
+  j["device_macs"] = m.device_macs;
+  j["device_mac_share"] = m.device_mac_share();
+  j["segments"] = segs;
+  nlohmann::json lj = nlohmann::json::array();
+  for (const auto& l : layers)
+    lj.push_back({{"name", l.name}, {"opcode", l.opcode}, {"cycles", l.cycles}});
+  j["layers"] = lj;
+  std::ofstream f(path);
+  f << j.dump(2) << "\n";
+  if (!f) fail("cannot write '{}'", path);
 }
 
 }  // namespace npukit::tools

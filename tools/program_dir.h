@@ -5,6 +5,7 @@
 #include "compiler/compiler.h"
 #include "isa/manifest.h"
 #include "ref/executor.h"
+#include "runtime/session.h"
 
 #include <CLI/CLI.hpp>
 
@@ -36,5 +37,21 @@ std::string ensure_program_dir(const std::string& path, const ProgramOptions& op
 // input. Throws npukit::Error naming the spec for unknown names or unreadable files.
 ref::TensorMap load_inputs(const std::vector<std::string>& specs,
                            const std::vector<isa::ManifestTensor>& model_inputs);
+
+// Adds one image's (or batch's) per-segment numbers into `total` (same segments, summed).
+void add_segment_stats(std::vector<runtime::SegmentStats>& total,
+                       const std::vector<runtime::SegmentStats>& one);
+
+// The per-segment report of run/eval/compare: where each segment ran, its device cycles or host
+// time, and the bytes moved each way; `images` divides the sums into per-image figures.
+std::string segment_table(const isa::Manifest& m, const std::vector<runtime::SegmentStats>& s,
+                          std::int64_t images);
+
+// --stats-json: {"images", "device_cycles", "device_mac_share", "segments": [{"index", "where",
+// "cycles" | "host_seconds", "bytes_to_device", "bytes_from_device", ...}], "layers": [...]},
+// per image.
+void write_stats_json(const std::string& path, const isa::Manifest& m,
+                      const std::vector<runtime::SegmentStats>& s,
+                      const std::vector<runtime::LayerCycles>& layers, std::int64_t images);
 
 }  // namespace npukit::tools
