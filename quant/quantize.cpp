@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <span>
 
@@ -568,6 +569,12 @@ class Rewriter {
       summary_->float_nodes.push_back(fmt::format("{} ({}): {}", n.name, n.op_type, why));
   }
 
+  // keep_float for a layer that has an int8 form but cannot take it here: also a warning.
+  void keep_float_warn(const Node& n, const std::string& why) {
+    keep_float(n, why);
+    if (summary_) summary_->warnings.push_back(fmt::format("{} ({}): {}", n.name, n.op_type, why));
+  }
+
   // ---- per op ----
   void rewrite(const Node& n) {
     const std::string& op = n.op_type;
@@ -602,6 +609,12 @@ class Rewriter {
     if (!quantizable(x) || !w || (n.inputs.size() > 2 && !n.inputs[2].empty() && !b))
       return keep_float(n, "input not quantizable or weights/bias not constant");
     QuantizedWeight qw = quantize_symmetric(*w, n.inputs[1] + "_quantized");
+    std::optional<Tensor> qb;
+    if (b) {
+      std::string why;
+      qb = quantize_bias(*b, n.inputs[2], scale_.at(x) * qw.scale, why);
+      if (!qb) return keep_float_warn(n, why);
+    }
     std::vector<std::string> in = {need_quant(x),
                                    act_scale(x),
                                    act_zero(x),
@@ -610,7 +623,7 @@ class Rewriter {
                                    weight_zero(n.inputs[1]),
                                    act_scale(n.outputs[0]),
                                    act_zero(n.outputs[0])};
-    if (b) in.push_back(quantize_bias(*b, n.inputs[2], scale_.at(x) * qw.scale));
+    if (qb) in.push_back(add_constant(std::move(*qb)));
     Node q = qnode(n, "QLinearConv", "", std::move(in), n.outputs[0]);
     q.attributes = n.attributes;
     add_node(std::move(q));
@@ -622,17 +635,24 @@ class Rewriter {
     return name;
   }
 
-  std::string quantize_bias(const Tensor& b, const std::string& name, double scale) {
+  // The int32 bias at `scale` (input scale x weight scale); nullopt with `why` set when a value
+  // does not fit (a tiny input or weight scale): the layer then stays float.
+  std::optional<Tensor> quantize_bias(const Tensor& b, const std::string& name, double scale,
+                                      std::string& why) {
     std::vector<float> v = ir::to_float_vector(b);
     Tensor q = ir::make_tensor(DType::kInt32, b.shape, name + "_quantized");
     for (std::size_t i = 0; i < v.size(); ++i) {
       double r = round_even(v[i] / scale);
-      if (!std::isfinite(r) || std::fabs(r) > 2147483647.0)
-        fail("bias '{}' value {} does not fit int32 at scale {} (input or weight scale too small)",
-             name, v[i], scale);
+      if (!std::isfinite(r) || std::fabs(r) > 2147483647.0) {
+        why = fmt::format(
+            "bias '{}' value {} does not fit int32 at scale {:g} (input or weight scale too "
+            "small); the layer stays float on the host",
+            name, v[i], scale);
+        return std::nullopt;
+      }
       q.as_mutable<std::int32_t>()[i] = static_cast<std::int32_t>(r);
     }
-    return add_constant(std::move(q));
+    return q;
   }
 
   void gemm(const Node& n) {
@@ -647,20 +667,22 @@ class Rewriter {
     if (alpha != 1.0f)
       for (auto& v : std::span<float>(w.as_mutable<float>(), ir::stored_count(w))) v *= alpha;
     QuantizedWeight qw = quantize_symmetric(w, n.inputs[1] + "_quantized");
+    std::optional<Tensor> qc;
+    if (c) {
+      Tensor cb = *c;
+      if (beta != 1.0f)
+        for (auto& v : std::span<float>(cb.as_mutable<float>(), ir::stored_count(cb))) v *= beta;
+      std::string why;
+      qc = quantize_bias(cb, n.inputs[2], scale_.at(a) * qw.scale, why);
+      if (!qc) return keep_float_warn(n, why);
+    }
     std::vector<std::string> in = {need_quant(a),
                                    act_scale(a),
                                    act_zero(a),
                                    add_constant(std::move(qw.values)),
                                    scale_tensor(qw.scale, n.inputs[1]),
                                    weight_zero(n.inputs[1])};
-    if (c) {
-      Tensor cb = *c;
-      if (beta != 1.0f)
-        for (auto& v : std::span<float>(cb.as_mutable<float>(), ir::stored_count(cb))) v *= beta;
-      in.push_back(quantize_bias(cb, n.inputs[2], scale_.at(a) * qw.scale));
-    } else {
-      in.push_back("");
-    }
+    in.push_back(qc ? add_constant(std::move(*qc)) : std::string());
     in.push_back(act_scale(n.outputs[0]));
     in.push_back(act_zero(n.outputs[0]));
     Node q = qnode(n, "QGemm", "com.microsoft", std::move(in), n.outputs[0]);

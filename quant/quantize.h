@@ -67,6 +67,9 @@ std::map<std::string, float> calibrate(const ir::Graph& graph,
 struct QuantizeSummary {
   std::map<std::string, int> quantized_ops;  // op type written -> count
   std::vector<std::string> float_nodes;      // nodes kept in float, with the reason
+  // Layers with an int8 form that had to stay float (e.g. a bias that does not fit int32 at
+  // input scale x weight scale); the rest of the model is still quantized.
+  std::vector<std::string> warnings;
 };
 
 // Rewrites a (batch-norm-folded) float graph into QOperator form with the given thresholds.

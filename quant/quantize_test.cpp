@@ -304,6 +304,47 @@ TEST(QuantizeModels, OpsWithoutAnInt8FormStayFloatBetweenDequantizeAndQuantize) 
   EXPECT_NO_THROW(onnxio::load_onnx_bytes(onnxio::save_onnx_bytes(q), "mixed"));
 }
 
+// googlenet's classifier: a bias that does not fit int32 at input scale x weight scale keeps that
+// one layer float on the host (with a warning); the layers around it are still quantized.
+TEST(QuantizeModels, LayerWhoseBiasDoesNotFitInt32StaysFloatWithAWarning) {
+  // x -> conv1 (bias 0.25) -> h -> conv2 (bias 1.0) -> y, 1x1 kernels, 2 pixels.
+  ir::Graph g;
+  g.name = "big_bias";
+  g.opset = 13;
+  g.opsets[""] = 13;
+  g.tensors["x"] = ir::Tensor{"x", ir::DType::kFloat32, {1, 1, 1, 2}, {}};
+  g.tensors["h"] = ir::Tensor{"h", ir::DType::kFloat32, {1, 1, 1, 2}, {}};
+  g.tensors["y"] = ir::Tensor{"y", ir::DType::kFloat32, {1, 1, 1, 2}, {}};
+  g.tensors["w1"] = ir::make_tensor<float>({1, 1, 1, 1}, {1e-6f}, "w1");
+  g.tensors["b1"] = ir::make_tensor<float>({1}, {0.0f}, "b1");
+  g.tensors["w2"] = ir::make_tensor<float>({1, 1, 1, 1}, {1.0f}, "w2");
+  g.tensors["b2"] = ir::make_tensor<float>({1}, {1.0f}, "b2");
+  g.inputs = {"x"};
+  g.outputs = {"y"};
+  g.nodes.push_back(ir::Node{"conv1", "Conv", "", {"x", "w1", "b1"}, {"h"}, {}});
+  g.nodes.push_back(ir::Node{"conv2", "Conv", "", {"h", "w2", "b2"}, {"y"}, {}});
+  // h = 1e-6 x: its scale (1e-6 / 127) times conv2's weight scale (1 / 127) puts the bias 1.0 at
+  // 1.6e10, beyond int32.
+  std::vector<ref::TensorMap> samples = {
+      {{"x", ir::make_tensor<float>({1, 1, 1, 2}, {1.0f, -0.5f}, "x")}}};
+  QuantizeSummary summary;
+  ir::Graph q = quantize(g, samples, QuantizeOptions{}, &summary);
+  std::vector<std::string> ops;
+  for (const auto& n : q.nodes) ops.push_back(n.op_type);
+  EXPECT_EQ(
+      ops, (std::vector<std::string>{"QuantizeLinear", "QLinearConv", "DequantizeLinear", "Conv"}));
+  ASSERT_EQ(summary.warnings.size(), 1u);
+  EXPECT_THAT(summary.warnings[0], HasSubstr("conv2 (Conv): bias 'b2' value 1 does not fit int32"));
+  EXPECT_THAT(summary.warnings[0], HasSubstr("stays float"));
+  ASSERT_EQ(summary.float_nodes.size(), 1u);
+  EXPECT_EQ(summary.quantized_ops.at("QLinearConv"), 1);
+  std::vector<float> want = run_float(g, samples[0]);
+  std::vector<float> got = run_float(q, samples[0]);
+  ASSERT_EQ(got.size(), 2u);
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f);
+  EXPECT_NO_THROW(onnxio::load_onnx_bytes(onnxio::save_onnx_bytes(q), "big_bias"));
+}
+
 TEST(QuantizeErrors, ClearMessages) {
   EXPECT_THAT(
       [] {

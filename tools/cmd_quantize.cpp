@@ -79,6 +79,7 @@ void run_quantize(const QuantizeArgs& args) {
   for (const auto& [op, count] : summary.quantized_ops) ops += fmt::format(" {} x{}", op, count);
   fmt::print("int8 ops:{}\n", ops.empty() ? " none" : ops);
   for (const auto& why : summary.float_nodes) fmt::print("kept in float: {}\n", why);
+  for (const auto& why : summary.warnings) fmt::print(stderr, "warning: {}\n", why);
   fmt::print("wrote {}\n", args.output);
 }
 
