@@ -135,7 +135,7 @@ float entropy_threshold(const std::vector<std::uint64_t>& bins, float range, int
     if (!smooth(p) || !smooth(q)) continue;
     double kl = 0;
     for (std::size_t k = 0; k < i; ++k) kl += p[k] * std::log(p[k] / q[k]);
-    if (kl < best_kl) {
+    if (kl <= best_kl) {  // ties: the larger T, which clips less
       best_kl = kl;
       best_i = i;
     }
@@ -251,6 +251,7 @@ namespace {
 struct Stats {
   float max_abs = 0;
   std::vector<std::uint64_t> bins;
+  std::uint64_t zeros = 0;  // exact zeros (also counted in bins[0])
 };
 
 template <typename Fn>
@@ -278,8 +279,10 @@ void accumulate(Stats& s, const std::string& name, const std::string& where, int
   } else if (s.max_abs > 0) {
     const double per_unit = static_cast<double>(s.bins.size()) / s.max_abs;
     const double last = static_cast<double>(s.bins.size() - 1);
-    for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t i = 0; i < n; ++i) {
       ++s.bins[static_cast<std::size_t>(std::min(last, std::fabs(p[i]) * per_unit))];
+      s.zeros += p[i] == 0.0f;
+    }
   }
 }
 
@@ -328,8 +331,15 @@ std::map<std::string, float> calibrate(const Graph& graph,
     float t = s.max_abs;
     if (s.max_abs > 0 && options.method == Calibration::kPercentile)
       t = percentile_threshold(s.bins, s.max_abs, options.percentile);
-    else if (s.max_abs > 0 && options.method == Calibration::kEntropy)
-      t = entropy_threshold(s.bins, s.max_abs, options.quantized_bins);
+    else if (s.max_abs > 0 && options.method == Calibration::kEntropy) {
+      // Exact zeros (half of every Relu output) are exact at any scale, so they carry no
+      // information about T; left in, their spike in bin 0 dominates KL(P || Q) as soon as bin 0
+      // is merged with others, and the minimum moves to the smallest candidates (T ~ max / 16):
+      // a Relu of a Gaussian was clipped at 1.8 sigma instead of 3.6.
+      std::vector<std::uint64_t> nonzero = s.bins;
+      nonzero[0] -= s.zeros;
+      t = entropy_threshold(nonzero, s.max_abs, options.quantized_bins);
+    }
     thresholds[name] = t;
   }
   return thresholds;
