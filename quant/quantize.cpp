@@ -290,7 +290,8 @@ void accumulate(Stats& s, const std::string& name, const std::string& where, int
 
 std::map<std::string, float> calibrate(const Graph& graph,
                                        const std::vector<ref::TensorMap>& samples,
-                                       const QuantizeOptions& options) {
+                                       const QuantizeOptions& options,
+                                       std::map<std::string, Tensor>* observed) {
   if (samples.empty()) fail("calibration needs at least one sample");
   const bool histograms = options.method != Calibration::kMinMax;
   if (histograms && options.histogram_bins < options.quantized_bins)
@@ -303,6 +304,21 @@ std::map<std::string, float> calibrate(const Graph& graph,
   auto observe = [&](int pass) {
     ref::RunOptions run;
     run.after_node = [&](const Node& node, const ref::TensorMap& values) {
+      if (observed && pass == 0)
+        for (const auto& o : node.outputs) {
+          auto it = values.find(o);
+          if (o.empty() || it == values.end()) continue;
+          auto [seen, fresh] =
+              observed->try_emplace(o, Tensor{o, it->second.dtype, it->second.shape, {}});
+          if (fresh) continue;
+          if (seen->second.dtype != it->second.dtype) seen->second.dtype = DType::kUndefined;
+          if (seen->second.shape.size() != it->second.shape.size()) {
+            seen->second.dtype = DType::kUndefined;  // rank changes: nothing static to say
+          } else {
+            for (std::size_t d = 0; d < seen->second.shape.size(); ++d)
+              if (seen->second.shape[d] != it->second.shape[d]) seen->second.shape[d] = -1;
+          }
+        }
       for_each_float(
           values, node.outputs, [&](const std::string& name, const float* p, std::size_t n) {
             accumulate(stats[name], name, "output of node '" + node.name + "'", pass, p, n);
@@ -345,6 +361,34 @@ std::map<std::string, float> calibrate(const Graph& graph,
   return thresholds;
 }
 
+std::vector<std::string> infer_types_from_observation(
+    Graph& graph, const std::map<std::string, Tensor>& observed) {
+  std::vector<std::string> filled;
+  for (const auto& [name, seen] : observed) {
+    if (seen.dtype == DType::kUndefined) continue;
+    auto it = graph.tensors.find(name);
+    if (it != graph.tensors.end() && it->second.is_constant()) continue;
+    const bool unknown = it == graph.tensors.end() || it->second.dtype == DType::kUndefined;
+    const bool partial = !unknown && it->second.dtype == seen.dtype &&
+                         (it->second.shape.size() != seen.shape.size() ||
+                          std::any_of(it->second.shape.begin(), it->second.shape.end(),
+                                      [](std::int64_t d) { return d < 0; }));
+    if (!unknown && !partial) continue;
+    if (partial && it->second.shape.size() == seen.shape.size()) {
+      // Keep what static inference knew; fill only its unknown dimensions.
+      Tensor merged = it->second;
+      for (std::size_t d = 0; d < merged.shape.size(); ++d)
+        if (merged.shape[d] < 0) merged.shape[d] = seen.shape[d];
+      if (merged.shape == it->second.shape) continue;
+      it->second = std::move(merged);
+    } else {
+      graph.tensors[name] = Tensor{name, seen.dtype, seen.shape, {}};
+    }
+    filled.push_back(name);
+  }
+  return filled;
+}
+
 // ---- the QOperator rewrite ---------------------------------------------------------------------
 
 namespace {
@@ -354,7 +398,7 @@ namespace {
 bool is_passthrough(const Node& n) {
   static const std::set<std::string> ops = {"Relu",      "Clip",      "MaxPool",  "Flatten",
                                             "Reshape",   "Transpose", "Identity", "Squeeze",
-                                            "Unsqueeze", "Resize"};
+                                            "Unsqueeze", "Resize",    "Slice"};
   if (!n.domain.empty() || !ops.count(n.op_type)) return false;
   if (n.op_type == "MaxPool" && n.outputs.size() > 1 && !n.outputs[1].empty()) return false;
   if (n.op_type == "Resize" && n.get_string("mode", "nearest") != "nearest") return false;
@@ -819,7 +863,10 @@ Graph quantize_with_thresholds(const Graph& graph, const std::map<std::string, f
 Graph quantize(const Graph& float_graph, const std::vector<ref::TensorMap>& samples,
                const QuantizeOptions& options, QuantizeSummary* summary) {
   Graph folded = fold_batch_norm(fold_constant_identities(float_graph));
-  std::map<std::string, float> thresholds = calibrate(folded, samples, options);
+  std::map<std::string, Tensor> observed;
+  std::map<std::string, float> thresholds = calibrate(folded, samples, options, &observed);
+  std::vector<std::string> filled = infer_types_from_observation(folded, observed);
+  if (summary) summary->inferred_types = std::move(filled);
   return quantize_with_thresholds(folded, thresholds, summary);
 }
 

@@ -60,9 +60,18 @@ ir::Graph fold_batch_norm(const ir::Graph& graph);
 
 // Calibration thresholds T (the |x| mapped to 127) for the graph's float inputs and every float
 // node output, measured by running `graph` on `samples`.
+// `observed`, when given, receives the type and shape of every node output as the runs saw it
+// (a dimension that differed between samples is -1; no data).
 std::map<std::string, float> calibrate(const ir::Graph& graph,
                                        const std::vector<ref::TensorMap>& samples,
-                                       const QuantizeOptions& options);
+                                       const QuantizeOptions& options,
+                                       std::map<std::string, ir::Tensor>* observed = nullptr);
+
+// Gives every value whose type or shape static inference left unknown (e.g. a Slice whose ends
+// are computed from Shape at run time: torch's chunk, shufflenet) the type and shape observed by
+// calibration. Returns the names it filled in.
+std::vector<std::string> infer_types_from_observation(
+    ir::Graph& graph, const std::map<std::string, ir::Tensor>& observed);
 
 struct QuantizeSummary {
   std::map<std::string, int> quantized_ops;  // op type written -> count
@@ -70,6 +79,8 @@ struct QuantizeSummary {
   // Layers with an int8 form that had to stay float (e.g. a bias that does not fit int32 at
   // input scale x weight scale); the rest of the model is still quantized.
   std::vector<std::string> warnings;
+  // Values whose type/shape came from calibration (infer_types_from_observation).
+  std::vector<std::string> inferred_types;
 };
 
 // Rewrites a (batch-norm-folded) float graph into QOperator form with the given thresholds.

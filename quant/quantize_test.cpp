@@ -375,6 +375,45 @@ TEST(QuantizeModels, LayerWhoseBiasDoesNotFitInt32StaysFloatWithAWarning) {
   EXPECT_NO_THROW(onnxio::load_onnx_bytes(onnxio::save_onnx_bytes(q), "big_bias"));
 }
 
+// torch's chunk (shufflenet): Slice ends computed from Shape at run time leave the Slice output
+// without a static type, and every conv behind it stayed float. Calibration sees the values, so
+// their type and shape are filled in and the conv is quantized.
+TEST(QuantizeModels, SliceWithRunTimeEndsGetsItsTypeFromCalibration) {
+  // x [1,1,2,4] -> Shape -> Gather([3]) -> Div(2) -> ends; y = Slice(x, [0], ends, [3]);
+  // z = Conv1x1(y). y and z have no static type (as ONNX shape inference leaves them).
+  ir::Graph g;
+  g.name = "chunk";
+  g.opset = 13;
+  g.opsets[""] = 13;
+  g.tensors["x"] = ir::Tensor{"x", ir::DType::kFloat32, {1, 1, 2, 4}, {}};
+  g.tensors["idx"] = ir::make_tensor<std::int64_t>({1}, {3}, "idx");
+  g.tensors["two"] = ir::make_tensor<std::int64_t>({1}, {2}, "two");
+  g.tensors["zero"] = ir::make_tensor<std::int64_t>({1}, {0}, "zero");
+  g.tensors["w"] = ir::make_tensor<float>({1, 1, 1, 1}, {0.5f}, "w");
+  g.inputs = {"x"};
+  g.outputs = {"z"};
+  g.nodes.push_back(ir::Node{"shape", "Shape", "", {"x"}, {"s"}, {}});
+  g.nodes.push_back(ir::Node{"gather", "Gather", "", {"s", "idx"}, {"width"}, {}});
+  g.nodes.push_back(ir::Node{"div", "Div", "", {"width", "two"}, {"half"}, {}});
+  g.nodes.push_back(ir::Node{"slice", "Slice", "", {"x", "zero", "half", "idx"}, {"y"}, {}});
+  g.nodes.push_back(ir::Node{"conv", "Conv", "", {"y", "w"}, {"z"}, {}});
+  std::vector<ref::TensorMap> samples = {
+      {{"x", ir::make_tensor<float>({1, 1, 2, 4}, {1, -2, 3, -4, 0.5f, 0.25f, 8, 9}, "x")}}};
+  QuantizeSummary summary;
+  ir::Graph q = quantize(g, samples, QuantizeOptions{}, &summary);
+  EXPECT_EQ(summary.quantized_ops["QLinearConv"], 1);
+  EXPECT_THAT(summary.inferred_types, ::testing::Contains("y"));
+  ASSERT_NE(q.find("y_quantized"), nullptr);
+  EXPECT_EQ(q.tensor("y_quantized").shape, (ir::Shape{1, 1, 2, 2}));
+  EXPECT_EQ(q.tensor("z").shape, (ir::Shape{1, 1, 2, 2}));
+  // The Slice with run-time ends stays float at one scale (exact); the conv reads int8.
+  std::vector<float> want = run_float(g, samples[0]);
+  std::vector<float> got = run_float(q, samples[0]);
+  ASSERT_EQ(got.size(), 4u);
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 0.02f);
+  EXPECT_NO_THROW(onnxio::load_onnx_bytes(onnxio::save_onnx_bytes(q), "chunk"));
+}
+
 TEST(QuantizeErrors, ClearMessages) {
   EXPECT_THAT(
       [] {
