@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 
 namespace npukit::device {
 
@@ -117,6 +118,32 @@ ActivationLayout ActivationLayout::for_arch(const isa::SaArch& arch, std::uint64
   return l;
 }
 
+// Calls f(c, p0, word, n) for every word of the 6.1 layout holding pixels [p0, p0 + n) of
+// channel c (n = dk but at the end of a channel). For the pixel counts of the three arrays (dk
+// 2, 4, 8) n is passed as a compile-time constant in whole words, so the copy loops unroll.
+template <typename F>
+void for_each_word(std::uint64_t channels, std::uint64_t pixels, std::uint64_t cd, std::uint64_t dk,
+                   std::uint64_t pp, F&& f) {
+  auto run = [&](auto dk_const) {
+    for (std::uint64_t c = 0; c < channels; ++c) {
+      const std::uint64_t base = (c / cd) * (cd * pp) + (c % cd) * dk;
+      std::uint64_t p0 = 0, word = base;
+      for (; p0 + dk <= pixels; p0 += dk, word += 32) f(c, p0, word, dk_const);
+      if (p0 < pixels) f(c, p0, word, pixels - p0);
+    }
+  };
+  switch (dk) {
+    case 2:
+      return run(std::integral_constant<std::uint64_t, 2>{});
+    case 4:
+      return run(std::integral_constant<std::uint64_t, 4>{});
+    case 8:
+      return run(std::integral_constant<std::uint64_t, 8>{});
+    default:
+      return run(dk);
+  }
+}
+
 std::vector<std::int8_t> read_activation(const LayerContext& ctx, Field addr_field,
                                          std::uint64_t addr, const ActivationLayout& layout) {
   ctx.check_dram_range(addr_field, addr, layout.bytes());
@@ -124,15 +151,13 @@ std::vector<std::int8_t> read_activation(const LayerContext& ctx, Field addr_fie
   std::vector<std::int8_t> planar(layout.channels * layout.pixels);
   const std::uint64_t cd = layout.channel_group, dk = layout.pixels_per_word;
   const std::uint64_t pp = layout.padded_pixels();
-  for (std::uint64_t c = 0; c < layout.channels; ++c) {
-    const std::uint64_t base = (c / cd) * (cd * pp) + (c % cd) * dk;
-    std::int8_t* dst = planar.data() + c * layout.pixels;
-    // Pixel p is byte p % dk of word p / dk: dk consecutive pixels per word.
-    for (std::uint64_t p0 = 0, word = base; p0 < layout.pixels; p0 += dk, word += 32) {
-      const std::uint64_t n = std::min(dk, layout.pixels - p0);
-      for (std::uint64_t i = 0; i < n; ++i) dst[p0 + i] = static_cast<std::int8_t>(raw[word + i]);
-    }
-  }
+  // Pixel p is byte p % dk of word p / dk: dk consecutive pixels per word.
+  for_each_word(layout.channels, layout.pixels, cd, dk, pp,
+                [&](std::uint64_t c, std::uint64_t p0, std::uint64_t word, auto n) {
+                  std::int8_t* dst = planar.data() + c * layout.pixels + p0;
+                  for (std::uint64_t i = 0; i < n; ++i)
+                    dst[i] = static_cast<std::int8_t>(raw[word + i]);
+                });
   return planar;
 }
 
@@ -253,8 +278,27 @@ std::int32_t TailPipeline::apply(std::int32_t acc, std::uint64_t channel) const 
   return v;
 }
 
+void quantize_span(const std::int32_t* acc, std::int32_t* out, std::uint64_t n, std::int32_t bias,
+                   std::int32_t scale, int shift, int act, std::int32_t clip, Isa isa) {
+  if (shift <= 62 && cpu::path_allowed(cpu::resolve(isa, "quantize_span"), Isa::kAvx2))
+    return detail::quantize_span_avx2(acc, out, n, bias, scale, shift, act, clip);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    std::int32_t v = quantize(add_wrap(acc[i], bias), scale, shift, 0);
+    if (act == 0) v = std::max(v, 0);
+    if (act == 1) v = std::clamp(v, 0, clip);
+    out[i] = v;
+  }
+}
+
 void TailPipeline::run_channel(std::uint64_t channel, std::span<const std::int32_t> acc,
                                std::span<std::int32_t> out) const {
+  const int act = !cfg_.act_en ? -1 : cfg_.act_type;
+  if (!cfg_.gbl_pool_en && cfg_.quant_en && fp_cast_shift_ == 0 && act <= 1 &&
+      cfg_.act_param >= 0) {
+    quantize_span(acc.data(), out.data(), acc.size(), cfg_.bias_en ? bias_[channel] : 0,
+                  cfg_.quant_scale, cfg_.quant_shift, act, cfg_.act_param);
+    return;
+  }
   if (!cfg_.gbl_pool_en) {
     for (std::size_t p = 0; p < acc.size(); ++p) out[p] = apply(acc[p], channel);
     return;
@@ -334,20 +378,21 @@ std::uint64_t write_activation_output(LayerContext& ctx, const ActivationLayout&
   Bytes bytes(total, 0);
   const std::uint64_t cd = layout.channel_group, dk = layout.pixels_per_word;
   const std::uint64_t pp = layout.padded_pixels();
-  for (std::uint64_t c = 0; c < layout.channels; ++c) {
-    const std::uint64_t base = (c / cd) * (cd * pp) + (c % cd) * dk;
-    const std::int32_t* src = planar.data() + c * layout.pixels;
-    // Pixel p is element p % dk of word p / dk: dk consecutive pixels per word.
-    for (std::uint64_t p0 = 0, word = base; p0 < layout.pixels; p0 += dk, word += 32) {
-      const std::uint64_t n = std::min(dk, layout.pixels - p0);
-      for (std::uint64_t i = 0; i < n; ++i) {
-        if (width == 1)
-          bytes[word + i] = static_cast<std::uint8_t>(src[p0 + i]);
-        else
-          store_be32(&bytes[(word + i) * 4], static_cast<std::uint32_t>(src[p0 + i]));
-      }
-    }
-  }
+  // Pixel p is element p % dk of word p / dk: dk consecutive pixels per word.
+  if (width == 1)
+    for_each_word(layout.channels, layout.pixels, cd, dk, pp,
+                  [&](std::uint64_t c, std::uint64_t p0, std::uint64_t word, auto n) {
+                    const std::int32_t* src = planar.data() + c * layout.pixels + p0;
+                    for (std::uint64_t i = 0; i < n; ++i)
+                      bytes[word + i] = static_cast<std::uint8_t>(src[i]);
+                  });
+  else
+    for_each_word(layout.channels, layout.pixels, cd, dk, pp,
+                  [&](std::uint64_t c, std::uint64_t p0, std::uint64_t word, auto n) {
+                    const std::int32_t* src = planar.data() + c * layout.pixels + p0;
+                    for (std::uint64_t i = 0; i < n; ++i)
+                      store_be32(&bytes[(word + i) * 4], static_cast<std::uint32_t>(src[i]));
+                  });
   ctx.dram.write(out.output_addr, bytes, ctx.field_name(Field::OutputBlock_OutputAddr));
   return total;
 }

@@ -23,6 +23,7 @@
 #pragma once
 
 #include "common/bytes.h"
+#include "common/cpu.h"
 #include "common/error.h"
 #include "device/dram.h"
 #include "isa/arch.h"
@@ -239,6 +240,17 @@ class TailPipeline {
 std::int32_t quantize(std::int32_t acc, std::int32_t scale, int shift, int fp_cast_shift);
 // Rounding arithmetic right shift: shift ? (v + 2^(shift-1)) >> shift : v.
 std::int64_t round_shift(std::int64_t v, int shift);
+
+// The tail's common case on n values of one channel, apply()'s arithmetic exactly: v = acc +
+// bias (32-bit wrap), quantize(v, scale, shift, 0), then act -1 none, 0 ReLU, 1 Clip to
+// 0..clip (clip >= 0). Paths (common/cpu.h): scalar, and AVX2 for shift <= 62.
+void quantize_span(const std::int32_t* acc, std::int32_t* out, std::uint64_t n, std::int32_t bias,
+                   std::int32_t scale, int shift, int act, std::int32_t clip, Isa isa = Isa::kAuto);
+namespace detail {
+void quantize_span_avx2(const std::int32_t* acc, std::int32_t* out, std::uint64_t n,
+                        std::int32_t bias, std::int32_t scale, int shift, int act,
+                        std::int32_t clip);
+}
 
 // ---------------------------------------------------------------------------------------------
 // OutputBlock write-back.

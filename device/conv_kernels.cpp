@@ -347,6 +347,14 @@ void pack_planes(const std::int8_t* planes, std::uint64_t plane_count, std::uint
           static_cast<std::int64_t>(static_cast<std::uint64_t>(slot[(i % s) * s + j % s]) * phase +
                                     (i / s) * set.wq + j / s));
   // Slack: a 16-output vector starting at the last output reads 15 elements past it.
+  if (s == 1) {  // one phase, the plane itself: every element is written
+    set.x.resize(plane_count * set.plane_words + 32);
+    const std::uint64_t n = plane_count * padded_h * padded_w;
+    std::int16_t* dst = set.x.data();
+    for (std::uint64_t i = 0; i < n; ++i) dst[i] = planes[i];
+    std::fill(set.x.begin() + static_cast<std::ptrdiff_t>(n), set.x.end(), std::int16_t{0});
+    return;
+  }
   set.x.assign(plane_count * set.plane_words + 32, 0);
   for (std::uint64_t c = 0; c < plane_count; ++c) {
     const std::int8_t* src = planes + c * padded_h * padded_w;
