@@ -18,6 +18,7 @@
 // bound above): the regular, ChannelDuplicate and pointwise modes as one dense convolution in
 // register tiles (device/conv_kernels.h, the CPU's best SIMD path), depthwise convs (one input
 // channel per output channel) one connection at a time (conv_kernels::connection_conv).
+#include "common/parallel.h"
 #include "device/block.h"
 #include "device/conv_kernels.h"
 
@@ -503,17 +504,19 @@ BlockTiming run_conv(LayerContext& ctx) {
   partial.assign(dram_partials ? lanes * out_pixels : 0, 0);
   const std::uint64_t last_kern_first = (map.kitr - 1) * map.kern_dim;
 
-  std::vector<std::int32_t> own;
   std::uint64_t macs = 0;
   if (dense)
     conv_dense(g, map, weights, planes, in_channels_padded, acc.data(),
                dram_partials ? partial.data() : nullptr, lanes, last_kern_first);
-  thread_local conv_kernels::PlaneSet plane_set;  // reused, like the buffers above
+  thread_local conv_kernels::PlaneSet reused_planes;  // reused, like the buffers above
+  conv_kernels::PlaneSet& plane_set = reused_planes;  // what the parallel_for workers read
   if (!dense)
     conv_kernels::pack_planes(planes.data(), in_channels_padded, g.padded_h, g.padded_w, g.kh, g.kw,
                               g.stride, plane_set);
-  for (const auto& list : connections) {
-    const auto k = static_cast<std::uint64_t>(&list - connections.data());
+  // Output channels are independent (own acc row, own partial lane j): one per index.
+  parallel_for(connections.size(), [&](std::uint64_t k) {
+    const std::vector<Connection>& list = connections[k];
+    thread_local std::vector<std::int32_t> own;
     std::int32_t* a = acc.data() + k * out_pixels;
     const bool snapshot = dram_partials && k >= last_kern_first;
     for (const Connection& conn : list) {
@@ -533,7 +536,7 @@ BlockTiming run_conv(LayerContext& ctx) {
         }
       }
     }
-  }
+  });
   for (std::size_t i = 0; i < initial.size(); ++i)
     acc[i] = static_cast<std::int32_t>(static_cast<std::uint32_t>(acc[i]) +
                                        static_cast<std::uint32_t>(initial[i]));

@@ -9,6 +9,7 @@
 #include "device/conv_kernels.h"
 
 #include "common/error.h"
+#include "common/parallel.h"
 
 #include <algorithm>
 #include <atomic>
@@ -264,9 +265,11 @@ void drive(const DenseConv& c, std::uint64_t tile_k, std::uint64_t kn_padded,
       }
     }
   };
-  std::vector<std::int32_t>& y = thread_buffer<std::int32_t, TileTag>();
-  y.resize(tile_k * q_padded);  // every tile starts with accumulate = false
-  for (std::uint64_t kb = 0; kb < kn_padded / tile_k; ++kb) {
+  // Output-channel tiles are independent (each writes its own acc / snapshot rows): one tile
+  // per parallel_for index, each thread with its own tile buffer.
+  parallel_for(kn_padded / tile_k, [&](std::uint64_t kb) {
+    std::vector<std::int32_t>& y = thread_buffer<std::int32_t, TileTag>();
+    y.resize(tile_k * q_padded);  // every tile starts with accumulate = false
     const std::uint64_t k0 = kb * tile_k;
     if (snapshot && k0 + tile_k > c.snapshot_from) {
       run(kb, 0, split, false, y.data());
@@ -283,7 +286,7 @@ void drive(const DenseConv& c, std::uint64_t tile_k, std::uint64_t kn_padded,
     for (std::uint64_t kk = 0; kk < tile_k && k0 + kk < c.kn; ++kk)
       extract(y.data() + kk * q_padded, offset_all ? offset_all[k0 + kk] : 0,
               acc + (k0 + kk) * pixels);
-  }
+  });
 }
 }  // namespace
 
@@ -291,7 +294,8 @@ namespace detail {
 void dense_conv_quads(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot,
                       QuadTiles tiles) {
   check(c);
-  thread_local PackedQuads p;
+  thread_local PackedQuads packed;
+  PackedQuads& p = packed;  // the workers of parallel_for read this thread's copy
   pack_quads(c, p);
   drive(c, kTileK4, p.kn_padded, p.q_padded, p.wq, p.split_quads, p.quads, p.offset_first.data(),
         p.offset_all.data(), acc, snapshot,
@@ -309,7 +313,8 @@ void dense_conv(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot, I
     return dense_conv_quads(c, acc, snapshot, quad_tiles_avxvnni);
   check(c);
   const bool avx2 = cpu::path_allowed(level, Isa::kAvx2);
-  thread_local Packed p;
+  thread_local Packed packed;
+  Packed& p = packed;  // the workers of parallel_for read this thread's copy
   pack(c, p);
   drive(c, kTileK, p.kn_padded, p.q_padded, p.wq, c.split / 2, p.pairs, nullptr, nullptr, acc,
         snapshot,

@@ -10,6 +10,7 @@
 
 #include "common/cpu.h"
 #include "common/error.h"
+#include "common/parallel.h"
 #include "device/device.h"
 #include "device/test_programs.h"
 
@@ -287,6 +288,28 @@ TEST(ConvKernels, ConnectionConvEqualsThePlainLoop) {
   }
 }
 
+// Tiles and connections are spread over the thread pool: the same integers for every count.
+TEST(ConvKernels, ResultsAreIdenticalForEveryThreadCount) {
+  const unsigned before = thread_count();
+  std::mt19937 rng(4242);
+  for (int trial = 0; trial < 60; ++trial) {
+    const Problem p = random_problem(rng, static_cast<Values>(trial % 4));
+    set_thread_count(1);
+    const Result one = run(p.conv, Isa::kAuto);
+    const Result one_native = run(p.conv, cpu::detected());
+    for (unsigned threads : {2u, 3u, 5u}) {
+      set_thread_count(threads);
+      const Result many = run(p.conv, Isa::kAuto);
+      const Result many_native = run(p.conv, cpu::detected());
+      EXPECT_EQ(many.acc, one.acc) << threads;
+      EXPECT_EQ(many.snapshot, one.snapshot) << threads;
+      EXPECT_EQ(many_native.acc, one_native.acc) << threads;
+      EXPECT_EQ(many_native.snapshot, one_native.snapshot) << threads;
+    }
+  }
+  set_thread_count(before);
+}
+
 TEST(ConvKernels, ForcedLevelsTheCpuLacksAreErrors) {
   ck::DenseConv c;
   std::vector<std::int8_t> planes(4, 1), weights(4, 1);
@@ -434,6 +457,15 @@ TEST(ConvKernelsLayer, RandomConvsOnAllArraysEveryPath) {
     if (values == 3)
       for (auto& v : s.x) v = -128;
     expect_layer(arch, s, "trial " + std::to_string(trial));
+    if (trial % 5 == 0) {  // whole layers (depthwise included) with 3 threads: the same bytes
+      const LayerResult one = run_layer(arch, s, Isa::kAuto);
+      const unsigned before = thread_count();
+      set_thread_count(3);
+      const LayerResult three = run_layer(arch, s, Isa::kAuto);
+      set_thread_count(before);
+      EXPECT_EQ(three.out, one.out);
+      EXPECT_EQ(three.partials, one.partials);
+    }
     if (::testing::Test::HasFailure()) break;
   }
 }

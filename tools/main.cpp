@@ -1,5 +1,6 @@
 // npukit: one git-style command line over every layer of the toolchain.
 #include "common/error.h"
+#include "common/parallel.h"
 #include "tools/command_registry.h"
 
 #include <fmt/core.h>
@@ -7,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <iterator>
 
 namespace npukit::tools {
 
@@ -25,7 +27,8 @@ int exit_status() { return g_exit_status; }
 
 int main(int argc, char** argv) {
   using namespace npukit::tools;
-  CLI::App app{"npukit: ONNX to Gati GML compiler, bit-exact Gati device model, NVDLA LUT and XS3 kernels"};
+  CLI::App app{
+      "npukit: ONNX to Gati GML compiler, bit-exact Gati device model, NVDLA LUT and XS3 kernels"};
   app.set_version_flag("--version", std::string("npukit ") + NPUKIT_VERSION + " (Gati ISA v16)");
   app.require_subcommand(1);
   app.fallthrough(false);
@@ -36,6 +39,14 @@ int main(int argc, char** argv) {
   for (auto& spec : registry) {
     CLI::App* sub = app.add_subcommand(spec.name, spec.summary);
     spec.setup(*sub);
+    // The commands that simulate or execute networks share the thread pool (common/parallel.h).
+    static const char* const kThreaded[] = {"run", "eval", "compare", "quantize", "sim"};
+    if (std::find(std::begin(kThreaded), std::end(kThreaded), spec.name) != std::end(kThreaded))
+      sub->add_option_function<unsigned>(
+             "--threads", [](unsigned n) { npukit::set_thread_count(n); },
+             "worker threads for the device model and executor (default: every core; results "
+             "are identical for every count)")
+          ->check(CLI::Range(1u, 4096u));
   }
 
   std::string current = "npukit";
