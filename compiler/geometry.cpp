@@ -145,8 +145,13 @@ PoolGeometry pool_geometry(const ir::Graph& g, const ir::Node& pool) {
   p.type = mode == "max" ? isa::PoolType::kMax : isa::PoolType::kAverage;
   const auto k = pool.get_ints("kernel_shape", {});
   if (k.size() != 2) fail("layer '{}': kernel_shape must have 2 entries", pool.name);
-  const auto s = pool.get_ints("strides", k);
+  const auto s = pool.get_ints("strides", {1, 1});
   const auto pads = pool.get_ints("pads", {0, 0, 0, 0});
+  if (s.size() != 2 || pads.size() != 4)
+    fail("layer '{}': strides must have 2 and pads 4 entries (has {} and {})", pool.name, s.size(),
+         pads.size());
+  if (k[0] < 1 || k[1] < 1 || s[0] < 1 || s[1] < 1)
+    fail("layer '{}': kernel_shape and strides must be >= 1", pool.name);
   p.kh = k[0];
   p.kw = k[1];
   p.stride_h = s.at(0);

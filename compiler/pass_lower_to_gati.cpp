@@ -191,7 +191,7 @@ void lower_to_gati(Context& ctx) {
         if (k.size() != 2) fail("{}: kernel_shape must have 2 entries", what);
         p.attributes["mode"] = std::string(op == "MaxPool" ? "max" : "average");
         p.attributes["kernel_shape"] = k;
-        p.attributes["strides"] = n.get_ints("strides", k);
+        p.attributes["strides"] = n.get_ints("strides", {1, 1});  // ONNX: 1 when absent
         p.attributes["pads"] = n.get_string("auto_pad", "NOTSET") == "VALID"
                                    ? std::vector<std::int64_t>{0, 0, 0, 0}
                                    : n.get_ints("pads", {0, 0, 0, 0});

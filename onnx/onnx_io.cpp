@@ -11,6 +11,8 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <map>
+#include <optional>
 #include <set>
 
 namespace npukit::onnxio {
@@ -261,6 +263,122 @@ std::string node_label(const NodeProto& n, int index) {
                      index);
 }
 
+// Attributes whose bad values crash or overflow inside libonnx's shape inference (a zero stride
+// divides by zero there) or later in the compiler, checked before anything else reads them.
+// Limits name the attribute and the allowed range.
+constexpr std::int64_t kMaxSpatialAttr = std::int64_t{1} << 24;
+
+bool is_windowed_op(const NodeProto& n) {
+  static const std::set<std::string> kOps = {
+      "Conv",      "ConvInteger", "QLinearConv", "ConvTranspose",
+      "MaxPool",   "AveragePool", "LpPool",      "QLinearAveragePool",
+      "MaxUnpool", "DeformConv",  "NhwcMaxPool", "QLinearConvTranspose",
+      "FusedConv", "NhwcConv"};
+  return kOps.count(n.op_type()) > 0;
+}
+
+void validate_node_attributes(const NodeProto& n, int index,
+                              const std::map<std::string, int>& ranks, const std::string& what) {
+  const std::string where = fmt::format("{}: {}", what, node_label(n, index));
+  for (const auto& a : n.attribute())
+    if (a.type() == AttributeProto::GRAPH || a.type() == AttributeProto::GRAPHS || a.has_g() ||
+        a.graphs_size() > 0)
+      fail("{}: attribute '{}' is a subgraph; control flow (If, Loop, Scan) is not supported",
+           where, a.name());
+  auto ints = [&](const char* name) -> std::optional<std::vector<std::int64_t>> {
+    for (const auto& a : n.attribute())
+      if (a.name() == name) return std::vector<std::int64_t>(a.ints().begin(), a.ints().end());
+    return std::nullopt;
+  };
+  auto int_attr = [&](const char* name) -> std::optional<std::int64_t> {
+    for (const auto& a : n.attribute())
+      if (a.name() == name) return a.i();
+    return std::nullopt;
+  };
+  auto in_range = [&](const char* name, const std::vector<std::int64_t>& v, std::int64_t lo) {
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (v[i] < lo || v[i] > kMaxSpatialAttr)
+        fail("{}: attribute {}[{}] = {} is out of range (allowed {}..{})", where, name, i, v[i], lo,
+             kMaxSpatialAttr);
+  };
+  if (n.op_type() == "DepthToSpace" || n.op_type() == "SpaceToDepth") {
+    if (auto b = int_attr("blocksize"); b && (*b < 1 || *b > kMaxSpatialAttr))
+      fail("{}: attribute blocksize = {} is out of range (allowed 1..{})", where, *b,
+           kMaxSpatialAttr);
+  }
+  if (!is_windowed_op(n)) return;
+  if (auto g = int_attr("group"); g && (*g < 1 || *g > kMaxSpatialAttr))
+    fail("{}: attribute group = {} is out of range (allowed 1..{})", where, *g, kMaxSpatialAttr);
+  // The number of spatial axes: from kernel_shape, else from the rank of the data input or the
+  // weights where the model states it.
+  int spatial = -1;
+  std::string spatial_from;
+  if (auto k = ints("kernel_shape")) {
+    in_range("kernel_shape", *k, 1);
+    spatial = static_cast<int>(k->size());
+    spatial_from = "kernel_shape";
+  } else {
+    const bool quantized = n.op_type().rfind("QLinear", 0) == 0;
+    const int data = 0, weights = quantized ? 3 : 1;
+    for (int i : {data, weights}) {
+      if (n.input_size() <= i) continue;
+      auto it = ranks.find(n.input(i));
+      if (it != ranks.end() && it->second >= 2) {
+        spatial = it->second - 2;
+        spatial_from = fmt::format("the rank of input '{}'", n.input(i));
+        break;
+      }
+    }
+  }
+  auto check_count = [&](const char* name, const std::vector<std::int64_t>& v, int per_axis) {
+    if (spatial >= 0 && static_cast<int>(v.size()) != per_axis * spatial)
+      fail("{}: attribute {} has {} entries, expected {} ({} spatial axes, from {})", where, name,
+           v.size(), per_axis * spatial, spatial, spatial_from);
+    if (v.size() % static_cast<std::size_t>(per_axis) != 0 || v.empty())
+      fail("{}: attribute {} has {} entries, expected {} per spatial axis", where, name, v.size(),
+           per_axis);
+    if (spatial < 0) {
+      spatial = static_cast<int>(v.size()) / per_axis;
+      spatial_from = std::string("attribute ") + name;
+    }
+  };
+  if (auto s = ints("strides")) {
+    in_range("strides", *s, 1);
+    check_count("strides", *s, 1);
+  }
+  if (auto d = ints("dilations")) {
+    in_range("dilations", *d, 1);
+    check_count("dilations", *d, 1);
+  }
+  if (auto p = ints("pads")) {
+    in_range("pads", *p, 0);
+    check_count("pads", *p, 2);
+  }
+  for (const char* name : {"output_padding", "output_shape"})
+    if (auto v = ints(name)) in_range(name, *v, 0);
+}
+
+// Ranks of every value whose shape the model states (inputs, value_info, initializers).
+std::map<std::string, int> stated_ranks(const ::onnx::GraphProto& graph) {
+  std::map<std::string, int> ranks;
+  auto from_value = [&](const ValueInfoProto& v) {
+    if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
+      ranks[v.name()] = v.type().tensor_type().shape().dim_size();
+  };
+  for (const auto& v : graph.input()) from_value(v);
+  for (const auto& v : graph.value_info()) from_value(v);
+  for (const auto& t : graph.initializer()) ranks[t.name()] = t.dims_size();
+  return ranks;
+}
+
+void validate_graph_structure(const ::onnx::GraphProto& graph, const std::string& what) {
+  if (graph.output_size() == 0)
+    fail("{}: the graph has no outputs (nothing to compute); add the result to graph.output", what);
+  const auto ranks = stated_ranks(graph);
+  for (int i = 0; i < graph.node_size(); ++i)
+    validate_node_attributes(graph.node(i), i, ranks, what);
+}
+
 ir::Graph convert(ModelProto& model, const std::string& what) {
   if (!model.has_graph()) fail("{}: model has no graph", what);
   ir::Graph g;
@@ -293,6 +411,7 @@ ir::Graph convert(ModelProto& model, const std::string& what) {
   } catch (const std::exception& e) {
     fail("{}: rejected by the ONNX checker: {}", what, e.what());
   }
+  validate_graph_structure(model.graph(), what);
   try {
     ::onnx::ShapeInferenceOptions options(/*check_type=*/true, /*strict=*/1, /*data_prop=*/true);
     ::onnx::shape_inference::InferShapes(model, schema_registry_with_contrib(), options);

@@ -1,6 +1,7 @@
 #include "onnx/onnx_io.h"
 
 #include "common/error.h"
+#include "common/scratch_dir.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -139,10 +140,10 @@ TEST(OnnxImport, RoundTripThroughSaveKeepsEverything) {
     EXPECT_EQ(u.data, t.data) << name;
   }
   // And through a file.
-  auto path = (std::filesystem::temp_directory_path() / "npukit_roundtrip.onnx").string();
+  const npukit::testing::ScratchDir scratch("onnx_io_test");
+  const auto path = (scratch / "roundtrip.onnx").string();
   save_onnx(b, path);
   EXPECT_EQ(load_onnx(path).nodes.size(), a.nodes.size());
-  std::filesystem::remove(path);
 }
 
 TEST(OnnxImport, EveryOnnxNodeTestCaseImports) {
@@ -411,6 +412,75 @@ TEST(OnnxImportErrors, SubgraphsAreRejectedNamingTheNode) {
   EXPECT_THAT(msg, HasSubstr("subgraph"));
 }
 
+// Attribute values that crashed libonnx's shape inference (SIGFPE on a zero stride) or the
+// compiler (a pool stride list with one entry) are rejected first, naming the attribute.
+ModelBuilder conv_model(const std::string& attr, std::vector<std::int64_t> values,
+                        const std::string& op = "Conv", std::vector<std::int64_t> out = {}) {
+  ModelBuilder b;
+  b.input("x", {1, 1, 4, 4});
+  std::vector<float> w(9, 1.0f);
+  auto& n = op == "Conv" ? b.node("Conv", {"x", "w"}, {"y"}) : b.node(op, {"x"}, {"y"});
+  n.set_name("c0");
+  if (op == "Conv") b.floats("w", {1, 1, 3, 3}, w);
+  if (op != "Conv") {
+    auto* k = n.add_attribute();
+    k->set_name("kernel_shape");
+    k->set_type(::onnx::AttributeProto::INTS);
+    k->add_ints(2);
+    k->add_ints(2);
+  }
+  auto* a = n.add_attribute();
+  a->set_name(attr);
+  if (attr == "group") {
+    a->set_type(::onnx::AttributeProto::INT);
+    a->set_i(values.at(0));
+  } else {
+    a->set_type(::onnx::AttributeProto::INTS);
+    for (auto v : values) a->add_ints(v);
+  }
+  b.output("y", out);
+  return b;
+}
+
+TEST(OnnxImportErrors, WindowAttributesAreValidatedBeforeShapeInference) {
+  struct Case {
+    std::string op, attr;
+    std::vector<std::int64_t> values;
+    std::string expect;
+  };
+  const Case cases[] = {
+      {"Conv", "strides", {0, 0}, "strides[0] = 0 is out of range (allowed 1.."},
+      {"Conv", "strides", {1, -3}, "strides[1] = -3"},
+      {"Conv", "strides", {1}, "strides has 1 entries, expected 2"},
+      {"Conv", "dilations", {0, 1}, "dilations[0] = 0"},
+      {"Conv", "pads", {0, 0, -1, 0}, "pads[2] = -1"},
+      {"Conv", "pads", {1, 1}, "pads has 2 entries, expected 4"},
+      {"Conv", "kernel_shape", {0, 3}, "kernel_shape[0] = 0"},
+      {"Conv", "group", {0}, "group = 0 is out of range"},
+      {"Conv", "group", {-2}, "group = -2"},
+      {"Conv", "strides", {std::int64_t{1} << 40, 1}, "out of range"},
+      {"MaxPool", "strides", {2}, "strides has 1 entries, expected 2"},
+      {"MaxPool", "strides", {0, 2}, "strides[0] = 0"},
+      {"AveragePool", "pads", {0, 0, 0}, "pads has 3 entries, expected 4"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.op + " " + c.attr);
+    const std::string msg = load_error(conv_model(c.attr, c.values, c.op));
+    EXPECT_THAT(msg, HasSubstr("model.onnx"));
+    EXPECT_THAT(msg, HasSubstr("'c0'"));
+    EXPECT_THAT(msg, HasSubstr(c.expect));
+  }
+  EXPECT_EQ(load_error(conv_model("strides", {2, 2}, "Conv", {1, 1, 1, 1})), "(no error)");
+  EXPECT_EQ(load_error(conv_model("strides", {2, 2}, "MaxPool", {1, 1, 2, 2})), "(no error)");
+}
+
+TEST(OnnxImportErrors, AGraphWithoutOutputsIsRejected) {
+  ModelBuilder b;
+  b.input("x", {1, 2});
+  b.node("Relu", {"x"}, {"y"});
+  EXPECT_THAT(load_error(b), HasSubstr("no outputs"));
+}
+
 TEST(OnnxExport, SaveRejectsWhatTheCheckerWould) {
   ir::Graph g;
   g.name = "bad";
@@ -430,13 +500,13 @@ TEST(OnnxExport, SaveRejectsWhatTheCheckerWould) {
 
 TEST(TensorFiles, NpyConversionRoundTrips) {
   ir::Tensor t{"x", ir::DType::kInt8, {2, 2}, {1, 2, 0xfe, 0x80}};
-  auto path = (std::filesystem::temp_directory_path() / "npukit_t.npy").string();
+  const npukit::testing::ScratchDir scratch("onnx_io_test");
+  const auto path = (scratch / "t.npy").string();
   save_tensor_npy(t, path);
   ir::Tensor u = load_tensor_file(path);
   EXPECT_EQ(u.dtype, ir::DType::kInt8);
   EXPECT_EQ(u.shape, t.shape);
   EXPECT_EQ(u.data, t.data);
-  std::filesystem::remove(path);
   EXPECT_THROW(npy_from_tensor(ir::Tensor{"h", ir::DType::kFloat16, {1}, {0, 0}}), Error);
 }
 
