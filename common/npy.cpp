@@ -1,6 +1,7 @@
 #include "common/npy.h"
 
 #include "common/error.h"
+#include "common/file_io.h"
 
 #include <cctype>
 #include <cerrno>
@@ -116,7 +117,7 @@ class HeaderParser {
     return pos_ >= text_.size();
   }
   [[noreturn]] void bad(const std::string& why) {
-    fail("{}: malformed .npy header at character {} ({}): {}", what_, pos_, why, text_);
+    fail("{}: malformed .npy header at character {} ({}): {}", what_, pos_, why, clip(text_));
   }
 
  private:
@@ -198,7 +199,7 @@ NpyArray parse_npy(ByteSpan bytes, const std::string& what) {
   }
   if (!p.at_end()) p.bad("text after the closing brace");
   if (!descr || !fortran_order || !shape)
-    fail("{}: .npy header lacks one of 'descr', 'fortran_order', 'shape': {}", what, header);
+    fail("{}: .npy header lacks one of 'descr', 'fortran_order', 'shape': {}", what, clip(header));
 
   if (*fortran_order)
     fail(
@@ -208,28 +209,28 @@ NpyArray parse_npy(ByteSpan bytes, const std::string& what) {
   const std::string& d = *descr;
   if (d.size() < 3)
     fail("{}: unsupported dtype descr '{}' (structured or unknown dtypes are not supported)", what,
-         d);
+         clip(d));
   char order = d[0];
   char kind = d[1];
   std::size_t size = 0;
   for (std::size_t i = 2; i < d.size(); ++i) {
     if (!std::isdigit(static_cast<unsigned char>(d[i])) || size > 64)
-      fail("{}: unsupported dtype descr '{}'", what, d);
+      fail("{}: unsupported dtype descr '{}'", what, clip(d));
     size = size * 10 + static_cast<std::size_t>(d[i] - '0');
   }
   if (order == '>' && size > 1)
     fail(
         "{}: array is big-endian ('{}'); npukit reads little-endian only "
         "(re-save with a.astype(a.dtype.newbyteorder('<')))",
-        what, d);
+        what, clip(d));
   if (order != '<' && order != '|' && order != '=' && order != '>')
-    fail("{}: unsupported dtype descr '{}'", what, d);
+    fail("{}: unsupported dtype descr '{}'", what, clip(d));
   const DtypeInfo* info = find_dtype(kind, size);
   if (!info)
     fail(
         "{}: unsupported dtype '{}' (supported: float32 float64 int8 uint8 int16 int32 int64 "
         "bool)",
-        what, d);
+        what, clip(d));
 
   NpyArray array;
   array.dtype = info->name;
@@ -300,37 +301,6 @@ Bytes encode_npy(const NpyArray& array) {
 
 void write_npy(const std::string& path, const NpyArray& array) {
   write_file_bytes(path, encode_npy(array));
-}
-
-Bytes read_file_bytes(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) fail("{}: is a directory, expected a file", path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open file for reading: {}", path, std::strerror(errno));
-  // Read in large chunks (a byte-wise istreambuf_iterator copy was a fifth of compiling
-  // resnet18), reserving the size up front when the stream can tell it (not for a pipe).
-  Bytes bytes;
-  if (in.seekg(0, std::ios::end)) {
-    const std::streamoff size = in.tellg();
-    if (size > 0) bytes.reserve(static_cast<std::size_t>(size));
-    in.seekg(0, std::ios::beg);
-  }
-  in.clear();
-  char chunk[1 << 16];
-  const auto* chunk_bytes = reinterpret_cast<const std::uint8_t*>(chunk);  // memcpy, not a cast loop
-  while (in.read(chunk, sizeof chunk) || in.gcount() > 0)
-    bytes.insert(bytes.end(), chunk_bytes, chunk_bytes + in.gcount());
-  if (in.bad()) fail("{}: read error", path);
-  return bytes;
-}
-
-void write_file_bytes(const std::string& path, ByteSpan bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) fail("{}: cannot open file for writing: {}", path, std::strerror(errno));
-  out.write(reinterpret_cast<const char*>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) fail("{}: write error (disk full?)", path);
 }
 
 }  // namespace npukit

@@ -1,4 +1,5 @@
 #include "common/npy.h"
+#include "common/scratch_dir.h"
 
 #include "common/error.h"
 
@@ -94,13 +95,13 @@ TEST(Npy, RoundTripsEveryDtype) {
 }
 
 TEST(Npy, FileRoundTrip) {
-  auto path = (std::filesystem::temp_directory_path() / "npukit_npy_test.npy").string();
+  const npukit::testing::ScratchDir scratch("npy_test");
+  const auto path = (scratch / "a.npy").string();
   NpyArray a{"int32", {4}, Bytes(16, 0)};
   a.data[4] = 0xff;
   write_npy(path, a);
   NpyArray b = read_npy(path);
   EXPECT_EQ(b.data, a.data);
-  std::filesystem::remove(path);
 }
 
 TEST(Npy, RejectsFortranOrderWithAdvice) {

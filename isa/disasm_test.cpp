@@ -1,6 +1,7 @@
 // Disassembler and assembler against a stream built by hand: the instruction packet holds one
 // instruction of every v16 opcode, packed from the spec's bit table (isa/hand_vectors.inc).
 #include "isa/disasm.h"
+#include "common/scratch_dir.h"
 
 #include "common/error.h"
 #include "isa/assembler.h"
@@ -256,8 +257,8 @@ TEST(Asm, ErrorsNameTheJsonLocation) {
 }
 
 TEST(Asm, DataFromAFileNextToTheProgram) {
-  const auto dir = std::filesystem::temp_directory_path() / "npukit_isa_asm_test";
-  std::filesystem::create_directories(dir);
+  const npukit::testing::ScratchDir scratch("isa_asm_test");
+  const auto& dir = scratch.path();
   {
     std::ofstream(dir / "w.bin", std::ios::binary).write("0123456789abcdef0123456789abcdef", 32);
     std::ofstream(dir / "p.json") << R"({"instructions": [{"opcode": "START"}],
@@ -271,7 +272,6 @@ TEST(Asm, DataFromAFileNextToTheProgram) {
   std::ofstream(dir / "bad.json") << "{\"instructions\": [";
   EXPECT_THAT([&] { (void)assemble_file(dir / "bad.json"); },
               ThrowsMessage<Error>(HasSubstr("bad.json: not valid JSON")));
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

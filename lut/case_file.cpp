@@ -1,6 +1,7 @@
 #include "lut/case_file.h"
 
 #include "common/error.h"
+#include "common/file_io.h"
 #include "lut/nvdla_fp.h"
 
 #include <fmt/format.h>
@@ -155,15 +156,12 @@ CaseFile parse_case(const json& j, const std::string& source) {
 }
 
 CaseFile load_case(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("cannot open case file '{}'", path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
+  const std::string text = read_text_file(path);
   json j;
   try {
-    j = json::parse(buffer.str());
+    j = json::parse(text);
   } catch (const json::parse_error& e) {
-    fail("{}: not valid JSON: {}", path, e.what());
+    fail("{}: not valid JSON: {}", path, clip(e.what(), 200));
   }
   return parse_case(j, path);
 }

@@ -1,10 +1,12 @@
 #include "runtime/session.h"
 
 #include "common/error.h"
+#include "common/file_io.h"
 #include "common/npy.h"
 #include "ir/tensor_util.h"
 #include "isa/dispatch.h"
 #include "isa/dwp.h"
+#include "isa/gml.h"
 #include "isa/host_layout.h"
 #include "isa/isa.h"
 #include "isa/meta.h"
@@ -78,7 +80,19 @@ Session::Session(const std::string& dir, SessionOptions options) : dir_(dir) {
          dir);
   manifest_ = isa::load_manifest(manifest_path.string());
   arch_ = manifest_.arch();
-  gml_ = read_file_bytes((fs::path(dir) / manifest_.gml).string());
+  const std::string gml_path = (fs::path(dir) / manifest_.gml).string();
+  gml_ = read_file_bytes(gml_path, std::uint64_t{manifest_.ramsize_mb} << 20);
+  // A cut or padded GML would swallow the input stream and fail far away (as a dispatch size
+  // mismatch): check it here, by its length and its framing.
+  if (manifest_.gml_bytes != 0 && gml_.size() != manifest_.gml_bytes)
+    fail("{}: {} bytes, but the manifest says {} ({}; recompile the model)", gml_path, gml_.size(),
+         manifest_.gml_bytes,
+         gml_.size() < manifest_.gml_bytes ? "the file is truncated" : "the file has extra bytes");
+  try {
+    (void)isa::decode_gml(gml_);
+  } catch (const Error& e) {
+    fail("{}: not a valid GML program: {}", gml_path, e.what());
+  }
   for (std::size_t i = 0; i < manifest_.segments.size(); ++i) {
     const auto& seg = manifest_.segments[i];
     if (seg.is_device()) continue;

@@ -1,6 +1,8 @@
 // Shared by the tools/*_cli_test.cpp files: runs the real npukit binary the way a user does.
 #pragma once
 
+#include "common/scratch_dir.h"
+
 #include <sys/wait.h>
 
 #include <unistd.h>
@@ -43,6 +45,16 @@ inline CliResult run_npukit(const std::string& args, Stderr mode = Stderr::kMerg
     fs::remove(err_file);
   }
   return r;
+}
+
+// One scratch directory per test process, removed at exit; `sub` names a fresh folder in it.
+inline std::filesystem::path scratch_dir(const std::string& sub = "") {
+  static npukit::testing::ScratchDir root("cli");
+  if (sub.empty()) return root.path();
+  const std::filesystem::path d = root / sub;
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
 }
 
 }  // namespace npukit::tools::testing

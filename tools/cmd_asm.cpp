@@ -1,5 +1,6 @@
 // npukit asm: write a GML / DWP byte stream from a JSON program (the `disasm --json` shape).
 #include "common/error.h"
+#include "common/file_io.h"
 #include "isa/assembler.h"
 #include "tools/command_registry.h"
 
@@ -32,11 +33,7 @@ const npukit::tools::CommandRegistrar kReg{
         const auto assembled = npukit::isa::assemble_file(cli->input);
         for (const auto& warning : assembled.warnings)
           fmt::print(stderr, "npukit asm: warning: {}\n", warning);
-        std::ofstream out(cli->output, std::ios::binary | std::ios::trunc);
-        if (!out) npukit::fail("cannot write '{}'", cli->output);
-        out.write(reinterpret_cast<const char*>(assembled.bytes.data()),
-                  static_cast<std::streamsize>(assembled.bytes.size()));
-        if (!out) npukit::fail("writing '{}' failed", cli->output);
+        npukit::write_file_bytes(cli->output, assembled.bytes);
         fmt::print("wrote {} ({} bytes)\n", cli->output, assembled.bytes.size());
       });
     }};

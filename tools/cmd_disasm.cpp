@@ -1,5 +1,6 @@
 // npukit disasm: decode a GML file or any DWP byte stream (GML + input packets + start).
 #include "common/error.h"
+#include "common/file_io.h"
 #include "isa/disasm.h"
 #include "tools/command_registry.h"
 
@@ -37,9 +38,7 @@ const npukit::tools::CommandRegistrar kReg{
         if (cli->file == "-") {
           bytes.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
         } else {
-          std::ifstream in(cli->file, std::ios::binary);
-          if (!in) npukit::fail("cannot open '{}'", cli->file);
-          bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+          bytes = npukit::read_file_bytes(cli->file);
         }
         nlohmann::ordered_json listing;
         try {

@@ -1,6 +1,7 @@
 // npukit sim: run byte streams through the Gati device model exactly as a board receives them.
 #include "common/bytes.h"
 #include "common/error.h"
+#include "common/file_io.h"
 #include "device/device.h"
 #include "isa/arch.h"
 #include "tools/command_registry.h"
@@ -28,19 +29,6 @@ struct SimArgs {
   std::string stats_json;
   unsigned dram_mib = 512;
 };
-
-Bytes read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open stream file '{}'", path);
-  return Bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void write_file(const std::string& path, const Bytes& data) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) fail("cannot write '{}'", path);
-  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-  if (!out) fail("writing '{}' failed", path);
-}
 
 std::uint64_t parse_number(const std::string& text, const std::string& what,
                            const std::string& spec) {
@@ -81,13 +69,18 @@ void run_sim(const SimArgs& args) {
   constexpr std::size_t kChunk = 64 * 1024;
   Bytes dispatched;
   for (const auto& path : args.streams) {
-    const Bytes data = read_file(path);
+    const Bytes data = npukit::read_file_bytes(path);
     for (std::size_t pos = 0; pos < data.size(); pos += kChunk) {
       const std::size_t n = std::min(kChunk, data.size() - pos);
       dev.receive_dwp(npukit::ByteSpan(data).subspan(pos, n));
     }
     const Bytes out = dev.take_dispatch_output();
     dispatched.insert(dispatched.end(), out.begin(), out.end());
+    // A stream file that ends inside a packet is cut short; its tail would otherwise swallow the
+    // next file's bytes and fail far away (e.g. as a dispatch size mismatch).
+    if (!dev.dwp_idle())
+      fail("{}: the stream ends in the middle of a DWP packet (the file is truncated or cut)",
+           path);
   }
   if (!dev.dwp_idle())
     fail("the streams end in the middle of a DWP packet (a truncated header or payload)");
@@ -117,12 +110,14 @@ void run_sim(const SimArgs& args) {
       seconds * 1e3, macs,
       st.total_cycles ? static_cast<double>(macs) / static_cast<double>(st.total_cycles) : 0.0);
 
-  if (!args.dispatch_out.empty()) write_file(args.dispatch_out, dispatched);
+  // Every output is staged and renamed into place only when all of them succeeded.
+  npukit::PendingOutputs outputs;
+  if (!args.dispatch_out.empty()) outputs.write(args.dispatch_out, dispatched);
   for (const auto& d : dumps) {
     if (d.addr > dev.dram().size() || d.size > dev.dram().size() - d.addr)
       fail("--dump-dram: [0x{:x}, 0x{:x}) is outside the {} bytes of DRAM", d.addr, d.addr + d.size,
            dev.dram().size());
-    write_file(d.file, dev.dram().read(d.addr, d.size, "--dump-dram"));
+    outputs.write(d.file, dev.dram().read(d.addr, d.size, "--dump-dram"));
   }
   if (!args.stats_json.empty()) {
     nlohmann::json j;
@@ -150,10 +145,9 @@ void run_sim(const SimArgs& args) {
     }
     j["warnings"] = nlohmann::json::array();
     for (const auto& w : dev.diagnostics().warnings()) j["warnings"].push_back(w.text());
-    std::ofstream out(args.stats_json);
-    if (!out) fail("cannot write '{}'", args.stats_json);
-    out << j.dump(2) << "\n";
+    outputs.write_text(args.stats_json, j.dump(2) + "\n");
   }
+  outputs.commit();
 }
 
 const npukit::tools::CommandRegistrar kSim{

@@ -20,13 +20,7 @@ namespace fs = std::filesystem;
 using Result = npukit::tools::testing::CliResult;
 Result run(const std::string& args) { return npukit::tools::testing::run_npukit(args); }
 
-fs::path temp_dir(const std::string& tag) {
-  const fs::path d =
-      fs::temp_directory_path() / ("npukit_compile_cli_" + tag + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path temp_dir(const std::string& tag) { return npukit::tools::testing::scratch_dir(tag); }
 
 npukit::Bytes read_bytes(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);

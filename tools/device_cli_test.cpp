@@ -22,12 +22,8 @@ using Result = npukit::tools::testing::CliResult;
 Result run(const std::string& args) { return npukit::tools::testing::run_npukit(args); }
 
 fs::path temp_dir() {
-  const fs::path d =
-      fs::temp_directory_path() /
-      ("npukit_sim_cli_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  fs::create_directories(d);
-  return d;
+  return npukit::tools::testing::scratch_dir(
+      ::testing::UnitTest::GetInstance()->current_test_info()->name());
 }
 
 void write(const fs::path& p, const npukit::Bytes& b) {

@@ -18,12 +18,7 @@ std::string fixture(const std::string& name) {
   return std::string(NPUKIT_SOURCE_DIR) + "/fixtures/lut/" + name;
 }
 
-std::filesystem::path temp_dir() {
-  auto dir =
-      std::filesystem::temp_directory_path() / ("npukit_lut_cli_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  return dir;
-}
+std::filesystem::path temp_dir() { return npukit::tools::testing::scratch_dir(); }
 
 TEST(LutCli, CheckPassesFixtures) {
   const CliResult r = run("lut check " + fixture("sdp_int_linear_prio_u0_o0_h0.json") + " " +

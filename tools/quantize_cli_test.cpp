@@ -22,12 +22,7 @@ using npukit::tools::testing::run_npukit;
 
 const std::string kDigits = std::string(NPUKIT_SOURCE_DIR) + "/fixtures/digits/";
 
-fs::path scratch(const std::string& tag) {
-  fs::path d =
-      fs::temp_directory_path() / ("npukit_quantize_cli_" + tag + "_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
-}
+fs::path scratch(const std::string& tag) { return npukit::tools::testing::scratch_dir(tag); }
 
 TEST(QuantizeCli, QuantizesDigitsFromOneBatchWithProgress) {
   fs::path dir = scratch("batch");

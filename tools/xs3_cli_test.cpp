@@ -21,7 +21,7 @@ std::string fixture(const std::string& name) {
 }
 
 std::string temp_file(const std::string& name, const std::string& text) {
-  const fs::path p = fs::temp_directory_path() / ("npukit_xs3_cli_" + name);
+  const fs::path p = npukit::tools::testing::scratch_dir() / name;
   std::ofstream(p) << text;
   return p.string();
 }

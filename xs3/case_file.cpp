@@ -1,6 +1,7 @@
 #include "xs3/case_file.h"
 
 #include "common/error.h"
+#include "common/file_io.h"
 #include "xs3/kernels.h"
 
 #include <fmt/format.h>
@@ -30,15 +31,12 @@ const std::vector<std::string>& case_ops() {
 }
 
 json load_case(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open case file", path);
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_text_file(path);
   try {
-    return json::parse(text.str());
+    return json::parse(text);
   } catch (const json::parse_error& e) {
     fail("{}: not valid JSON ({}); a case file is one JSON object, see docs/xs3.md", path,
-         e.what());
+         clip(e.what(), 200));
   }
 }
 
