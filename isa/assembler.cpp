@@ -1,6 +1,7 @@
 #include "isa/assembler.h"
 
 #include "common/error.h"
+#include "common/file_io.h"
 #include "isa/arch.h"
 #include "isa/dwp.h"
 #include "isa/gml.h"
@@ -19,6 +20,23 @@ namespace npukit::isa {
 using json = nlohmann::ordered_json;
 
 namespace {
+
+// Fields the hardware reads as two's complement (the device model reads them with get_signed:
+// scales, zero points, the NMS threshold); every other field is unsigned, and a negative value
+// for it is an error rather than a wrapped bit pattern.
+bool is_signed_field(Field field) {
+  switch (field) {
+    case Field::TailBlock_QuantScale:
+    case Field::EltWise_AScale:
+    case Field::EltWise_BScale:
+    case Field::EltWise_AZeroPoint:
+    case Field::EltWise_BZeroPoint:
+    case Field::NMS_ScoreThresh:
+      return true;
+    default:
+      return false;
+  }
+}
 
 // A JSON number or a numeric string ("42", "0x2A", "-3") as a signed 128-bit-free pair.
 struct Number {
@@ -108,9 +126,11 @@ Bytes read_base64(const json& value, const std::string& where) {
 }
 
 Bytes read_file_bytes(const std::filesystem::path& path, const std::string& where) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open '{}'", where, path.string());
-  return Bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  try {
+    return npukit::read_file_bytes(path.string());
+  } catch (const Error& e) {
+    fail("{}: {}", where, e.what());
+  }
 }
 
 void check_keys(const json& object, const std::string& where,
@@ -150,7 +170,7 @@ std::array<std::uint8_t, kInstructionBytes> assemble_instruction(const json& ent
   if (op == nullptr) {
     std::string names;
     for (const auto& o : opcodes()) names += fmt::format("{}{}", names.empty() ? "" : ", ", o.name);
-    fail("{}.opcode: unknown opcode \"{}\" (ISA v16: {})", where, op_name, names);
+    fail("{}.opcode: unknown opcode \"{}\" (ISA v16: {})", where, clip(op_name), names);
   }
   Instruction inst(op->opcode);
   if (entry.contains("fields")) {
@@ -163,11 +183,15 @@ std::array<std::uint8_t, kInstructionBytes> assemble_instruction(const json& ent
         std::string names;
         for (const auto& x : op->fields)
           names += fmt::format("{}{}", names.empty() ? "" : ", ", x.name);
-        fail("{}: {} has no field \"{}\" (fields: {})", field_where, op->name, key, names);
+        fail("{}: {} has no field \"{}\" (fields: {})", clip(field_where), op->name, clip(key),
+             names);
       }
       const Number n = read_number(value, field_where);
       try {
         if (n.negative) {
+          if (!is_signed_field(f->id))
+            fail("value -{} is negative; {} is an unsigned {}-bit field (range 0..{})", n.magnitude,
+                 f->name, f->width, f->max_value());
           if (n.magnitude > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
             fail("value -{} is out of range", n.magnitude);
           inst.set_signed(f->id, -static_cast<std::int64_t>(n.magnitude));
@@ -376,13 +400,12 @@ Assembled assemble(const json& program, const std::filesystem::path& base_dir) {
 }
 
 Assembled assemble_file(const std::filesystem::path& json_path) {
-  std::ifstream in(json_path);
-  if (!in) fail("cannot open '{}'", json_path.string());
+  const std::string text = read_text_file(json_path.string());
   json program;
   try {
-    program = json::parse(in);
+    program = json::parse(text);
   } catch (const json::parse_error& e) {
-    fail("{}: not valid JSON: {}", json_path.string(), e.what());
+    fail("{}: not valid JSON: {}", json_path.string(), clip(e.what(), 200));
   }
   try {
     return assemble(program, json_path.parent_path());

@@ -1,10 +1,15 @@
 #include "isa/manifest.h"
 
 #include "common/error.h"
+#include "common/file_io.h"
+#include "isa/manifest_check.h"
 
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <limits>
+#include <type_traits>
+#include <utility>
 #include <sstream>
 
 namespace npukit::isa {
@@ -40,11 +45,35 @@ struct Reader {
   T get(const json& j, const char* key, const std::string& path) const {
     if (!j.is_object() || !j.contains(key))
       fail("{}: manifest key '{}{}' is missing", what, path, key);
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      return integer<T>(j.at(key), std::string(path) + key);
+    } else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+      const json& v = j.at(key);
+      if (!v.is_array()) fail("{}: manifest key '{}{}' is not a list", what, path, key);
+      std::vector<std::int64_t> out;
+      for (std::size_t i = 0; i < v.size(); ++i)
+        out.push_back(integer<std::int64_t>(v[i], fmt::format("{}{}[{}]", path, key, i)));
+      return out;
+    }
     try {
       return j.at(key).get<T>();
     } catch (const json::exception& e) {
-      fail("{}: manifest key '{}{}' has the wrong type ({})", what, path, key, e.what());
+      fail("{}: manifest key '{}{}' has the wrong type ({})", what, path, key, clip(e.what(), 200));
     }
+  }
+  // An integer that fits T exactly: no silent narrowing of 2^40 into a 32-bit address, no
+  // truncation of 3.5.
+  template <typename T>
+  T integer(const json& v, const std::string& name) const {
+    if (!v.is_number_integer())
+      fail("{}: manifest key '{}' must be an integer, got {}", what, name, clip(v.dump(), 40));
+    const bool fits = v.is_number_unsigned() ? std::in_range<T>(v.get<std::uint64_t>())
+                                             : std::in_range<T>(v.get<std::int64_t>());
+    if (!fits)
+      fail("{}: manifest key '{}' = {} is out of range ({}..{})", what, name, v.dump(),
+           std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
+    return v.is_number_unsigned() ? static_cast<T>(v.get<std::uint64_t>())
+                                  : static_cast<T>(v.get<std::int64_t>());
   }
   template <typename T>
   T opt(const json& j, const char* key, T fallback, const std::string& path) const {
@@ -163,7 +192,7 @@ Manifest manifest_from_json(const std::string& text, const std::string& what) {
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {
-    fail("{}: not valid JSON ({})", what, e.what());
+    fail("{}: not valid JSON ({})", what, clip(e.what(), 200));
   }
   Reader r{what};
   if (r.opt<std::string>(j, "format", "", "") != "npukit-manifest")
@@ -187,6 +216,7 @@ Manifest manifest_from_json(const std::string& text, const std::string& what) {
   m.inputs = r.tensors(j, "inputs", "");
   m.outputs = r.tensors(j, "outputs", "");
   const auto layers = r.get<json>(j, "layers", "");
+  if (!layers.is_array()) fail("{}: manifest key 'layers' is not a list", what);
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const std::string path = "layers[" + std::to_string(i) + "].";
     ManifestLayer l;
@@ -273,6 +303,7 @@ Manifest manifest_from_json(const std::string& text, const std::string& what) {
         if (!t.dispatch_id) fail("{}: device output '{}' has no dispatch_id", what, t.name);
       }
     }
+  validate_manifest(m, what);
   return m;
 }
 
@@ -296,18 +327,17 @@ std::size_t Manifest::device_segment_count() const {
 }
 
 void save_manifest(const Manifest& m, const std::string& path) {
-  std::ofstream f(path, std::ios::binary);
-  if (!f) fail("cannot write manifest '{}'", path);
-  f << manifest_to_json(m);
-  if (!f) fail("error writing manifest '{}'", path);
+  write_text_file(path, manifest_to_json(m));
 }
 
 Manifest load_manifest(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("cannot read manifest '{}' (does the directory hold a compiled model?)", path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return manifest_from_json(ss.str(), path);
+  std::string text;
+  try {
+    text = read_text_file(path, std::uint64_t{64} << 20);  // a manifest is kilobytes
+  } catch (const Error& e) {
+    fail("cannot read manifest: {} (does the directory hold a compiled model?)", e.what());
+  }
+  return manifest_from_json(text, path);
 }
 
 }  // namespace npukit::isa

@@ -5,6 +5,7 @@
 // order the device runs them, so a mismatch shows up at the first layer that computes it.
 // Exit status 1 when any value differs.
 #include "common/error.h"
+#include "common/file_io.h"
 #include "compiler/compiler.h"
 #include "ir/tensor_util.h"
 #include "isa/manifest.h"
@@ -139,6 +140,7 @@ void run(const CompareArgs& a) {
   ir::Graph model;
   std::string program_dir;
   std::unique_ptr<TempDir> temp;
+  std::unique_ptr<npukit::PendingDirectory> kept;
   std::vector<std::string> dispatch = options.dispatch;
 
   if (fs::is_directory(a.model)) {
@@ -175,7 +177,9 @@ void run(const CompareArgs& a) {
     options.dispatch = dispatch;
     const auto compiled = npukit::compiler::compile(model, options);
     if (!a.keep_dir.empty()) {
-      program_dir = a.keep_dir;
+      // Moved into place at the end, only when the whole comparison ran.
+      kept = std::make_unique<npukit::PendingDirectory>(a.keep_dir);
+      program_dir = kept->path();
     } else {
       temp = std::make_unique<TempDir>();
       program_dir = temp->path().string();
@@ -429,6 +433,7 @@ void run(const CompareArgs& a) {
                              all_ok ? ", all bit-exact" : "");
     std::cout << npukit::tools::segment_table(manifest, device.segments, images);
   }
+  if (kept) kept->commit();  // kept on a mismatch too: that is when it is wanted
   if (!all_ok) npukit::tools::set_exit_status(1);
 }
 

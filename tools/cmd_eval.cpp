@@ -3,6 +3,8 @@
 // suffix: runtime::Session), optionally beside the float model on the reference executor, plus
 // the device cycles per image.
 #include "common/error.h"
+#include "common/file_io.h"
+#include "common/npy.h"
 #include "ir/tensor_util.h"
 #include "onnx/onnx_io.h"
 #include "ref/executor.h"
@@ -19,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <random>
@@ -107,6 +110,12 @@ void run(const EvalArgs& a) {
   if (static_cast<std::int64_t>(labels.size()) != x.shape[0])
     fail("--labels '{}' has {} labels, --data '{}' has {} images", a.labels, labels.size(), a.data,
          x.shape[0]);
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    if (labels[i] < 0 || labels[i] > std::numeric_limits<std::int32_t>::max())
+      fail("--labels '{}': label {} of image {} is not a class index (allowed 0..{})", a.labels,
+           labels[i], i, std::numeric_limits<std::int32_t>::max());
+  if (!a.predictions.empty()) npukit::check_output_path(a.predictions, "--predictions");
+  if (!a.json.empty()) npukit::check_output_path(a.json, "--json");
   std::int64_t n = x.shape[0];
   const std::vector<float> xs = ir::to_float_vector(x);
   if (a.limit > 0) n = std::min(n, a.limit);
@@ -122,6 +131,13 @@ void run(const EvalArgs& a) {
     fail("eval needs a model with one input and a class-score output; '{}' has {} inputs", a.model,
          m.inputs.size());
   const auto& input = m.inputs[0];
+  if (const std::int64_t classes = ir::element_count(m.outputs[0].shape); classes > 0)
+    for (std::size_t i = 0; i < labels.size(); ++i)
+      if (labels[i] >= classes)
+        fail(
+            "--labels '{}': label {} of image {} is out of range: output '{}' scores {} classes "
+            "(labels 0..{})",
+            a.labels, labels[i], i, m.outputs[0].name, classes, classes - 1);
 
   std::optional<ir::Graph> float_model;
   if (!a.float_model.empty()) {
@@ -183,11 +199,12 @@ void run(const EvalArgs& a) {
   std::cout << npukit::tools::segment_table(m, segments, n);
   if (!a.stats_json.empty()) npukit::tools::write_stats_json(a.stats_json, m, segments, layers, n);
 
+  // Both outputs or neither.
+  npukit::PendingOutputs outputs;
   if (!a.predictions.empty()) {
-    npukit::onnxio::save_tensor_npy(
-        ir::make_tensor(ir::Shape{static_cast<std::int64_t>(predictions.size())}, predictions,
-                        "predictions"),
-        a.predictions);
+    outputs.write(a.predictions, npukit::encode_npy(npukit::onnxio::npy_from_tensor(ir::make_tensor(
+                                     ir::Shape{static_cast<std::int64_t>(predictions.size())},
+                                     predictions, "predictions"))));
   }
   if (!a.json.empty()) {
     nlohmann::json j{{"model", a.model},
@@ -201,10 +218,9 @@ void run(const EvalArgs& a) {
       j["float_correct"] = float_correct;
       j["top1_agreement"] = static_cast<double>(agree) / n;
     }
-    std::ofstream f(a.json);
-    f << j.dump(2) << "\n";
-    if (!f) fail("cannot write '{}'", a.json);
+    outputs.write_text(a.json, j.dump(2) + "\n");
   }
+  outputs.commit();
 }
 
 const npukit::tools::CommandRegistrar kReg{
@@ -218,7 +234,8 @@ const npukit::tools::CommandRegistrar kReg{
           ->required();
       sub.add_option("--float", args->float_model,
                      "the float model, run on the reference executor for comparison");
-      sub.add_option("--limit", args->limit, "evaluate only the first N images");
+      sub.add_option("--limit", args->limit, "evaluate only the first N images (0 = all)")
+          ->check(CLI::NonNegativeNumber);
       sub.add_option("--json", args->json, "also write the results to this JSON file");
       sub.add_option("--predictions", args->predictions,
                      "write the int8 model's top-1 class per image (.npy, int64)");

@@ -1,12 +1,13 @@
 // npukit lut check|eval|design: NVDLA hybrid LUT case files and table design (docs/lut.md).
 #include "common/error.h"
+#include "common/file_io.h"
 #include "lut/case_file.h"
 #include "lut/designer.h"
 #include "tools/command_registry.h"
 
 #include <fmt/core.h>
 
-#include <fstream>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,12 +17,18 @@ namespace {
 using namespace npukit;
 using namespace npukit::lut;
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  if (!out) fail("cannot write '{}'", path);
-  out << text;
-  if (!out) fail("error while writing '{}'", path);
-}
+// --in-scale / --out-scale: a scale of 0, a negative one, inf or nan has no meaning.
+const CLI::Validator kPositiveFinite(
+    [](std::string& text) -> std::string {
+      try {
+        std::size_t used = 0;
+        const double v = std::stod(text, &used);
+        if (used == text.size() && std::isfinite(v) && v > 0) return {};
+      } catch (const std::exception&) {
+      }
+      return "must be a finite number > 0, got '" + text + "'";
+    },
+    "POSITIVE");
 
 void run_check(const std::vector<std::string>& files) {
   int failed = 0;
@@ -63,10 +70,12 @@ std::pair<double, double> parse_range(const std::string& text) {
     std::size_t used_a = 0, used_b = 0;
     const std::string a = text.substr(0, colon), b = text.substr(colon + 1);
     const double lo = std::stod(a, &used_a), hi = std::stod(b, &used_b);
-    if (used_a != a.size() || used_b != b.size()) throw std::invalid_argument(text);
+    if (used_a != a.size() || used_b != b.size() || !std::isfinite(lo) || !std::isfinite(hi) ||
+        !(lo < hi))
+      throw std::invalid_argument(text);
     return {lo, hi};
   } catch (const std::exception&) {
-    fail("--range '{}': expected two numbers a:b, e.g. -8:8", text);
+    fail("--range '{}': expected two finite numbers a:b with a < b, e.g. -8:8", text);
   }
 }
 
@@ -94,18 +103,15 @@ void run_design(const DesignOptions& o) {
                                  ? fmt::format("npukit_lut_{}_{}_{}", o.fn, unit_name(req.unit),
                                                precision_name(req.precision))
                                  : o.symbol;
-  if (!o.case_out.empty()) {
-    write_file(o.case_out, design_case_json(d).dump(1) + "\n");
-    fmt::print("wrote case file {}\n", o.case_out);
-  }
-  if (!o.header_out.empty()) {
-    write_file(o.header_out, design_c_header(d, symbol));
-    fmt::print("wrote C header {}\n", o.header_out);
-  }
-  if (!o.plot_out.empty()) {
-    write_file(o.plot_out, design_svg(d));
-    fmt::print("wrote plot {}\n", o.plot_out);
-  }
+  // All outputs or none: each is staged and renamed into place once every one was written.
+  PendingOutputs out;
+  if (!o.case_out.empty()) out.write_text(o.case_out, design_case_json(d).dump(1) + "\n");
+  if (!o.header_out.empty()) out.write_text(o.header_out, design_c_header(d, symbol));
+  if (!o.plot_out.empty()) out.write_text(o.plot_out, design_svg(d));
+  out.commit();
+  if (!o.case_out.empty()) fmt::print("wrote case file {}\n", o.case_out);
+  if (!o.header_out.empty()) fmt::print("wrote C header {}\n", o.header_out);
+  if (!o.plot_out.empty()) fmt::print("wrote plot {}\n", o.plot_out);
 }
 
 const tools::CommandRegistrar kReg{
@@ -137,9 +143,12 @@ const tools::CommandRegistrar kReg{
                          "sdp: int|fp16 (default int); cdp: int8|int16|fp16 (default int16)");
       design->add_option("--range", o->range,
                          "input range a:b in real units (default per function)");
-      design->add_option("--in-scale", o->in_scale, "INT: real input = LUT input code * in-scale");
-      design->add_option("--out-scale", o->out_scale,
-                         "INT: real output = LUT output code * out-scale");
+      design->add_option("--in-scale", o->in_scale, "INT: real input = LUT input code * in-scale")
+          ->check(kPositiveFinite);
+      design
+          ->add_option("--out-scale", o->out_scale,
+                       "INT: real output = LUT output code * out-scale")
+          ->check(kPositiveFinite);
       design->add_option("-o,--case", o->case_out, "write the register writes as a case file");
       design->add_option("--header", o->header_out, "write the register writes as a C header");
       design->add_option("--symbol", o->symbol, "C array name in the header");

@@ -2,12 +2,14 @@
 // Runs a model end to end the way the board's host does: host prefix on the reference executor,
 // the device part on a device (the in-process model, or one served over TCP), the host suffix.
 #include "common/error.h"
+#include "common/file_io.h"
 #include "onnx/onnx_io.h"
 #include "runtime/session.h"
 #include "tools/command_registry.h"
 #include "tools/program_dir.h"
 
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -36,8 +38,13 @@ std::string safe_file_name(const std::string& name) {
 }
 
 void run(const RunArgs& a) {
+  // Everything is written under temporary names and moved into place only when the whole run
+  // succeeded: a bad input or a failing --stats-json leaves nothing behind.
+  npukit::PendingDirectory out(a.output_dir);
+  npukit::PendingOutputs stats;
+  if (!a.stats_json.empty()) npukit::check_output_path(a.stats_json, "--stats-json");
   const std::string program_dir = npukit::tools::ensure_program_dir(
-      a.model, a.program, (fs::path(a.output_dir) / "program").string());
+      a.model, a.program, (fs::path(out.path()) / "program").string());
   npukit::runtime::SessionOptions so;
   so.transport = a.transport;
   so.warnings = &std::cerr;
@@ -45,11 +52,12 @@ void run(const RunArgs& a) {
   auto feeds = npukit::tools::load_inputs(a.inputs, session.manifest().inputs);
   auto result = session.run(feeds);
 
-  fs::create_directories(a.output_dir);
+  std::vector<std::string> written;
   for (const auto& [name, t] : result.outputs) {
-    const fs::path file = fs::path(a.output_dir) / (safe_file_name(name) + ".npy");
-    npukit::onnxio::save_tensor_npy(t, file.string());
-    std::cout << fmt::format("output {} -> {}\n", name, file.string());
+    const std::string file = safe_file_name(name) + ".npy";
+    npukit::onnxio::save_tensor_npy(t, (fs::path(out.path()) / file).string());
+    written.push_back(
+        fmt::format("output {} -> {}\n", name, (fs::path(a.output_dir) / file).string()));
   }
   if (!result.layers.empty()) {
     std::cout << "device cycles (last image):\n";
@@ -64,10 +72,18 @@ void run(const RunArgs& a) {
   std::cout << npukit::tools::segment_table(
       session.manifest(), result.segments,
       feeds.begin()->second.shape.empty() ? 1 : feeds.begin()->second.shape[0]);
-  if (!a.stats_json.empty())
+  if (!a.stats_json.empty()) {
+    // Written beside the outputs first, then staged under its own name with them.
+    const std::string scratch = (fs::path(out.path()) / ".stats.json").string();
     npukit::tools::write_stats_json(
-        a.stats_json, session.manifest(), result.segments, result.layers,
+        scratch, session.manifest(), result.segments, result.layers,
         feeds.begin()->second.shape.empty() ? 1 : feeds.begin()->second.shape[0]);
+    stats.write(a.stats_json, npukit::read_file_bytes(scratch));
+    fs::remove(scratch);
+  }
+  out.commit();
+  stats.commit();
+  for (const auto& line : written) std::cout << line;
 }
 
 const npukit::tools::CommandRegistrar kReg{

@@ -1,6 +1,7 @@
 #include "tools/program_dir.h"
 
 #include "common/error.h"
+#include "common/file_io.h"
 #include "common/npy.h"
 #include "onnx/onnx_io.h"
 
@@ -27,9 +28,12 @@ compiler::CompileOptions ProgramOptions::compile_options() const {
 }
 
 void add_program_options(CLI::App& sub, ProgramOptions& o) {
-  sub.add_option("--sa-arch", o.sa_arch, "systolic array ROW,COLS,N_SA: 9,4,4 | 9,8,8 | 16,1,16")
-      ->capture_default_str();
-  sub.add_option("--ramsize", o.ramsize_mb, "board DRAM in MB")->capture_default_str();
+  o.sa_arch_option = sub.add_option("--sa-arch", o.sa_arch,
+                                    "systolic array ROW,COLS,N_SA: 9,4,4 | 9,8,8 | 16,1,16")
+                         ->capture_default_str();
+  o.ramsize_option = sub.add_option("--ramsize", o.ramsize_mb, "board DRAM in MB (1..4096)")
+                         ->check(CLI::Range(1, 4096))
+                         ->capture_default_str();
   sub.add_flag("--allow-errata", o.allow_errata,
                "emit programs that hit known v1.0.0 hardware errata (simulation only)");
   sub.add_option("--dispatch", o.dispatch, "also dispatch these layers' outputs (names)")
@@ -83,9 +87,21 @@ std::string ensure_program_dir(const std::string& path, const ProgramOptions& op
           "'{}' is a directory without manifest.json: give an ONNX model or a directory written "
           "by `npukit compile`",
           path);
+    // A compiled program runs only on the board it was compiled for: options that disagree are
+    // an error, not silently ignored.
+    const auto m = isa::load_manifest((fs::path(path) / "manifest.json").string());
+    if (options.sa_arch_option && options.sa_arch_option->count() > 0 &&
+        isa::SaArch::parse(options.sa_arch).str() != m.arch().str())
+      fail("--sa-arch {}: '{}' was compiled for a {} array; recompile it or drop --sa-arch",
+           options.sa_arch, path, m.arch().str());
+    if (options.ramsize_option && options.ramsize_option->count() > 0 &&
+        options.ramsize_mb != m.ramsize_mb)
+      fail("--ramsize {}: '{}' was compiled for {} MB of DRAM; recompile it or drop --ramsize",
+           options.ramsize_mb, path, m.ramsize_mb);
     return path;
   }
   if (!fs::exists(path)) fail("'{}' does not exist", path);
+  (void)options.compile_options();  // option errors before the (slow) import
   const ir::Graph model = onnxio::load_onnx(path);
   auto result = compiler::compile(model, options.compile_options());
   for (const auto& w : result.ctx.warnings) std::cerr << "npukit: compile warning: " << w << "\n";

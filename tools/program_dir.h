@@ -19,6 +19,10 @@ struct ProgramOptions {
   std::uint64_t ramsize_mb = 512;
   bool allow_errata = false;
   std::vector<std::string> dispatch;
+  // Set by add_program_options: whether the user gave --sa-arch / --ramsize (a compiled
+  // directory must then match them).
+  const CLI::Option* sa_arch_option = nullptr;
+  const CLI::Option* ramsize_option = nullptr;
   compiler::CompileOptions compile_options() const;
 };
 
