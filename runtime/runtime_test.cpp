@@ -3,6 +3,7 @@
 // and checked against a plain convolution computed here.
 #include "common/error.h"
 #include "common/npy.h"
+#include "common/scratch_dir.h"
 #include "ir/tensor_util.h"
 #include "isa/dispatch.h"
 #include "isa/dwp.h"
@@ -10,15 +11,21 @@
 #include "isa/manifest.h"
 #include "isa/meta.h"
 #include "runtime/session.h"
+#include "runtime/socket_io.h"
 #include "runtime/tcp_server.h"
 #include "runtime/transport.h"
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <future>
+#include <set>
 #include <thread>
 
 namespace npukit::runtime {
@@ -204,8 +211,8 @@ TEST(Transport, RejectsUnknownTransportSpecs) {
 // manifest's scale, runs the device and unpacks the dispatched output.
 TEST(Session, RunsAHandWrittenProgramDirectory) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / "npukit_session_test";
-  fs::create_directories(dir);
+  const npukit::testing::ScratchDir scratch("session_test");
+  const fs::path dir = scratch.path();
   const Bytes gml = conv_program();
   write_file_bytes((dir / "model.gml").string(), gml);
   isa::Manifest m;
@@ -255,8 +262,177 @@ TEST(Session, RunsAHandWrittenProgramDirectory) {
 
   EXPECT_THROW(session.run({{"wrong", ir::make_tensor({1, kIC, kH, kW}, x, "wrong")}}), Error);
   EXPECT_THROW(Session((dir / "missing").string()), Error);
-  fs::remove_all(dir);
 }
 
 }  // namespace
 }  // namespace npukit::runtime
+
+// ---- The TCP device server under abuse (issue 16): stalled, garbage, oversized and concurrent
+// clients on loopback. Every wait is bounded by a client timeout, never by sleeping.
+
+struct AbuseServer {
+  std::atomic<bool> stop{false};
+  std::uint16_t port = 0;
+  std::thread thread;
+  explicit AbuseServer(ServeOptions o) {
+    std::promise<std::uint16_t> listening;
+    o.port = 0;
+    o.stop = &stop;
+    o.on_listening = [&listening](std::uint16_t p) { listening.set_value(p); };
+    thread = std::thread([o] { serve_tcp(o); });
+    port = listening.get_future().get();
+  }
+  ~AbuseServer() {
+    stop = true;
+    thread.join();
+  }
+};
+
+Socket raw_connect(std::uint16_t port) {
+  Socket s(::socket(AF_INET, SOCK_STREAM, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(s.fd(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    throw Error("cannot connect to the test server");
+  return s;
+}
+
+void raw_send(const Socket& s, const Bytes& bytes) {
+  ASSERT_EQ(::send(s.fd(), bytes.data(), bytes.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(bytes.size()));
+}
+
+Bytes frame_header(std::uint32_t app, std::uint32_t length) {
+  Bytes h(8);
+  store_be32(h.data(), app);
+  store_be32(h.data() + 4, length);
+  return h;
+}
+
+// Everything the server says until it closes the connection: the error frames' texts.
+std::string read_until_close(const Socket& s) {
+  std::string said;
+  while (auto f = receive_frame(s, std::chrono::seconds(10), "server"))
+    if (f->app == kAppDeviceError) said += std::string(f->payload.begin(), f->payload.end());
+  return said;
+}
+
+TEST(TcpServer, StalledClientsDoNotDelayAWellFormedClient) {
+  ServeOptions o;
+  o.idle_timeout = std::chrono::hours(1);  // a serial server would wait on them for an hour
+  o.frame_timeout = std::chrono::hours(1);
+  AbuseServer server(o);
+  Socket idle = raw_connect(server.port);  // connects and sends nothing
+  Socket in_header = raw_connect(server.port);
+  raw_send(in_header, {0, 0, 0});  // three bytes of a header, then silence
+  Socket in_payload = raw_connect(server.port);
+  Bytes part = frame_header(kAppDwp, 4096);
+  part.resize(part.size() + 100, 0);  // 100 of 4096 payload bytes, then silence
+  raw_send(in_payload, part);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto tcp = connect_tcp("127.0.0.1", server.port, std::chrono::seconds(5));
+  auto local = make_in_process_transport({});
+  EXPECT_EQ(run_stream(*tcp), run_stream(*local));
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  RecordProperty("well_formed_client_ms", static_cast<int>(ms));
+  std::printf("well-formed client served in %lld ms beside 3 stalled clients\n",
+              static_cast<long long>(ms));
+}
+
+TEST(TcpServer, IdleAndStalledConnectionsAreClosedWithAMessage) {
+  ServeOptions o;
+  o.idle_timeout = std::chrono::milliseconds(200);
+  o.frame_timeout = std::chrono::milliseconds(200);
+  AbuseServer server(o);
+  Socket idle = raw_connect(server.port);
+  EXPECT_NE(read_until_close(idle).find("idle for 200 ms"), std::string::npos);
+  Socket in_header = raw_connect(server.port);
+  raw_send(in_header, {0, 0, 0, 1, 0});
+  EXPECT_NE(read_until_close(in_header).find("inside a frame (header)"), std::string::npos);
+  Socket in_payload = raw_connect(server.port);
+  raw_send(in_payload, frame_header(kAppDwp, 64));
+  EXPECT_NE(read_until_close(in_payload).find("inside a frame (payload)"), std::string::npos);
+}
+
+TEST(TcpServer, OversizedUnknownAndGarbageFramesAreRefusedAndOthersStillServed) {
+  ServeOptions o;
+  o.device.dram_bytes = 1 << 20;
+  AbuseServer server(o);
+  {
+    Socket s = raw_connect(server.port);
+    raw_send(s, frame_header(kAppDwp, 1u << 30));  // claims 1 GiB: refused before any payload
+    const std::string said = read_until_close(s);
+    EXPECT_NE(said.find("DWP frame of 1073741824 bytes exceeds the"), std::string::npos) << said;
+    EXPECT_NE(said.find("1 MiB of DRAM"), std::string::npos) << said;
+  }
+  {
+    Socket s = raw_connect(server.port);
+    raw_send(s, frame_header(kAppMeta, 1u << 20));
+    EXPECT_NE(read_until_close(s).find("META frame"), std::string::npos);
+  }
+  {
+    Socket s = raw_connect(server.port);
+    raw_send(s, frame_header(7, 4));
+    EXPECT_NE(read_until_close(s).find("no Rah app 7"), std::string::npos);
+  }
+  {
+    Socket s = raw_connect(server.port);
+    Bytes garbage(300);
+    std::uint32_t x = 12345;
+    for (auto& b : garbage) b = static_cast<std::uint8_t>((x = x * 1103515245u + 12345u) >> 24);
+    raw_send(s, garbage);
+    EXPECT_FALSE(read_until_close(s).empty());
+  }
+  auto tcp = connect_tcp("127.0.0.1", server.port, std::chrono::seconds(5));
+  auto local = make_in_process_transport({});
+  EXPECT_EQ(run_stream(*tcp), run_stream(*local));
+}
+
+TEST(TcpServer, ConcurrentClientsEachGetTheirOwnResult) {
+  AbuseServer server(ServeOptions{});
+  // Each client loads the program and then runs its own input on its own board; every result
+  // must equal the in-process run of that client's input (no client sees another's data).
+  auto run_with_input = [](Transport& t, std::uint8_t salt) {
+    Bytes meta;
+    isa::append_meta_reset(meta);
+    isa::append_meta_dispatch(meta, isa::DispatchTarget::kRah);
+    t.write(kAppMeta, meta);
+    t.write(kAppDwp, conv_program());
+    Bytes x = input_bytes();
+    for (auto& b : x) b = static_cast<std::uint8_t>(b ^ salt);
+    Bytes stream;
+    isa::append_dwp_packet(stream, kInput, x);
+    isa::append_dwp_start(stream);
+    t.write(kAppDwp, stream);
+    return t.read(kAppDwp, 128 + isa::kDispatchOverheadBytes);
+  };
+  constexpr int kClients = 8;
+  std::vector<std::future<Bytes>> results;
+  for (int c = 0; c < kClients; ++c)
+    results.push_back(std::async(std::launch::async, [&, c] {
+      auto tcp = connect_tcp("127.0.0.1", server.port, std::chrono::seconds(10));
+      return run_with_input(*tcp, static_cast<std::uint8_t>(c * 37));
+    }));
+  std::set<Bytes> distinct;
+  for (int c = 0; c < kClients; ++c) {
+    auto local = make_in_process_transport({});
+    const Bytes got = results[c].get();
+    EXPECT_EQ(got, run_with_input(*local, static_cast<std::uint8_t>(c * 37))) << "client " << c;
+    distinct.insert(got);
+  }
+  EXPECT_EQ(distinct.size(), static_cast<std::size_t>(kClients));
+}
+
+TEST(TcpServer, ConnectionsBeyondTheCapAreToldBusy) {
+  ServeOptions o;
+  o.max_concurrent = 2;
+  AbuseServer server(o);
+  Socket a = raw_connect(server.port), b = raw_connect(server.port);
+  Socket c = raw_connect(server.port);
+  EXPECT_NE(read_until_close(c).find("server busy: 2 connections"), std::string::npos);
+}

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -86,8 +87,14 @@ std::optional<Frame> receive_frame(const Socket& s, std::chrono::milliseconds ti
   if (length > kMaxFrameBytes)
     fail("{}: frame length {} exceeds the {}-byte limit (corrupt stream?)", what, length,
          kMaxFrameBytes);
-  f.payload.resize(length);
-  if (length > 0) receive_exact(s, f.payload.data(), length, timeout, what, false);
+  // Grown as the payload arrives, so a length word alone never allocates a gigabyte.
+  constexpr std::size_t kChunk = std::size_t{1} << 20;
+  for (std::size_t got = 0; got < length;) {
+    const std::size_t n = std::min<std::size_t>(kChunk, length - got);
+    f.payload.resize(got + n);
+    receive_exact(s, f.payload.data() + got, n, timeout, what, false);
+    got += n;
+  }
   return f;
 }
 
