@@ -2,7 +2,8 @@
 #   <area>/*.cpp            -> library npukit_<area>
 #   <area>/*_test.cpp       -> test binary npukit_<area>_tests (GoogleTest, run by CTest)
 #   <area>/*_bench.cpp      -> benchmark binary npukit_<area>_bench (Google Benchmark)
-#   <area>/*_fuzz.cpp       -> one libFuzzer binary per file (NPUKIT_FUZZ=ON, clang only)
+#   <area>/*_fuzz.cpp       -> one libFuzzer binary per file (NPUKIT_FUZZ=ON, clang only), else a
+#                              replay binary; either runs fixtures/fuzz/<name>/ as test <name>_corpus
 # Usage: npukit_area(NAME <area> [DEPS targets...] [TEST_DEPS targets...])
 function(npukit_area)
   cmake_parse_arguments(A "" "NAME" "DEPS;TEST_DEPS" ${ARGN})
@@ -44,13 +45,34 @@ function(npukit_area)
     add_executable(${lib}_bench ${bench_src})
     target_link_libraries(${lib}_bench PRIVATE ${lib} ${A_TEST_DEPS} benchmark::benchmark benchmark::benchmark_main)
   endif()
-  if(fuzz_src AND NPUKIT_FUZZ)
-    foreach(f ${fuzz_src})
-      get_filename_component(fname ${f} NAME_WE)
+  foreach(f ${fuzz_src})
+    get_filename_component(fname ${f} NAME_WE)
+    set(corpus ${PROJECT_SOURCE_DIR}/fixtures/fuzz/${fname})
+    if(NPUKIT_FUZZ)
       add_executable(${fname} ${f})
       target_compile_options(${fname} PRIVATE -fsanitize=fuzzer,address,undefined)
       target_link_options(${fname} PRIVATE -fsanitize=fuzzer,address,undefined)
       target_link_libraries(${fname} PRIVATE ${lib} ${A_TEST_DEPS})
-    endforeach()
-  endif()
+      # ctest -L fuzz-long: ten minutes per target, into build/corpus/<name> (docs/testing.md).
+      add_test(NAME ${fname}_long
+               COMMAND ${fname} -max_total_time=600 -rss_limit_mb=2048
+                       -artifact_prefix=${CMAKE_BINARY_DIR}/corpus/${fname}-
+                       ${CMAKE_BINARY_DIR}/corpus/${fname} ${corpus})
+      set_tests_properties(${fname}_long PROPERTIES LABELS "fuzz-long;slow" TIMEOUT 700)
+      file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/corpus/${fname})
+    else()
+      # Without libFuzzer the same target runs once over every committed input (seeds and the
+      # crashes fuzzing found), so every build keeps them as regression tests.
+      add_executable(${fname} ${f} ${PROJECT_SOURCE_DIR}/cmake/fuzz_replay_main.cpp)
+      target_link_libraries(${fname} PRIVATE ${lib} ${A_TEST_DEPS})
+    endif()
+    if(EXISTS ${corpus})
+      if(NPUKIT_FUZZ)
+        add_test(NAME ${fname}_corpus COMMAND ${fname} -runs=0 ${corpus})
+      else()
+        add_test(NAME ${fname}_corpus COMMAND ${fname} ${corpus})
+      endif()
+      set_tests_properties(${fname}_corpus PROPERTIES LABELS fuzz)
+    endif()
+  endforeach()
 endfunction()
