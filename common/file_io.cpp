@@ -67,7 +67,7 @@ Bytes read_file_bytes(const std::string& path, std::uint64_t max_bytes) {
   // Open without blocking (a FIFO would wait for a writer), then decide from the open file.
   Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   if (f.fd < 0) {
-    if (errno == ENOENT) fail("{}: no such file", path);
+    if (errno == ENOENT) fail("{}: cannot open: no such file", path);
     fail("{}: cannot open file for reading: {}", path, std::strerror(errno));
   }
   struct stat st {};

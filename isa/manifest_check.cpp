@@ -117,9 +117,10 @@ void validate_manifest(const Manifest& m, const std::string& what) {
   for (const auto& t : m.inputs) available.insert(t.name);
   auto consume = [&](const std::string& name, const std::string& who) {
     if (!available.count(name))
-      fail("{}: {} needs '{}', which nothing before it produces (a model input or an earlier "
-           "segment's output)",
-           what, who, name);
+      fail(
+          "{}: {} needs '{}', which nothing before it produces (a model input or an earlier "
+          "segment's output)",
+          what, who, name);
   };
   std::set<std::uint32_t> ids;
   for (std::size_t i = 0; i < m.segments.size(); ++i) {

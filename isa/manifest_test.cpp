@@ -127,9 +127,19 @@ TEST(Manifest, RejectsWhatTheRuntimeCannotUse) {
   const std::string missing = error_of(edit("\"dram_bytes\": 6912,", ""));
   EXPECT_NE(missing.find("'dram_bytes' is missing"), std::string::npos) << missing;
   EXPECT_NE(missing.find("dir/manifest.json"), std::string::npos);
+  EXPECT_NE(error_of(edit("\"instruction_count\": 8", "\"instruction_count\": \"8\""))
+                .find("'instruction_count' must be an integer"),
+            std::string::npos);
+  // Values the runtime would misuse (issue 16), each named with its range.
+  EXPECT_NE(error_of(edit("\"address\": 4608", "\"address\": 1099511627776")).find("out of range"),
+            std::string::npos);
   EXPECT_NE(
-      error_of(edit("\"instruction_count\": 8", "\"instruction_count\": \"8\"")).find("wrong type"),
+      error_of(edit("\"gml\": \"model.gml\"", "\"gml\": \"../../x.gml\"")).find("plain file name"),
       std::string::npos);
+  EXPECT_NE(error_of(edit("\"dtype\": \"int8\"", "\"dtype\": \"int4\"")).find("dtype 'int4'"),
+            std::string::npos);
+  EXPECT_NE(error_of(edit("\"ramsize_mb\": 256", "\"ramsize_mb\": 0")).find("ramsize_mb 0"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -264,9 +264,6 @@ TEST(Session, RunsAHandWrittenProgramDirectory) {
   EXPECT_THROW(Session((dir / "missing").string()), Error);
 }
 
-}  // namespace
-}  // namespace npukit::runtime
-
 // ---- The TCP device server under abuse (issue 16): stalled, garbage, oversized and concurrent
 // clients on loopback. Every wait is bounded by a client timeout, never by sleeping.
 
@@ -436,3 +433,6 @@ TEST(TcpServer, ConnectionsBeyondTheCapAreToldBusy) {
   Socket c = raw_connect(server.port);
   EXPECT_NE(read_until_close(c).find("server busy: 2 connections"), std::string::npos);
 }
+
+}  // namespace
+}  // namespace npukit::runtime
