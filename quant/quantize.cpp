@@ -294,6 +294,9 @@ std::map<std::string, float> calibrate(const Graph& graph,
                                        std::map<std::string, Tensor>* observed) {
   if (samples.empty()) fail("calibration needs at least one sample");
   const bool histograms = options.method != Calibration::kMinMax;
+  if (histograms && options.histogram_bins > kMaxHistogramBins)
+    fail("histogram_bins ({}) is more than {} (entropy calibration time grows with bins squared)",
+         options.histogram_bins, kMaxHistogramBins);
   if (histograms && options.histogram_bins < options.quantized_bins)
     fail("histogram_bins ({}) must be at least quantized_bins ({})", options.histogram_bins,
          options.quantized_bins);

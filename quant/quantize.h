@@ -35,7 +35,7 @@ const char* calibration_name(Calibration method);
 struct QuantizeOptions {
   Calibration method = Calibration::kMinMax;
   double percentile = 99.99;  // for kPercentile, in (0, 100]
-  int histogram_bins = 2048;  // for kPercentile and kEntropy
+  int histogram_bins = 2048;  // for kPercentile and kEntropy, at most kMaxHistogramBins
   int quantized_bins = 128;   // levels on one side of zero (int8: 128)
   // Called after each calibration run (done of total, counting both passes when histograms are
   // needed); the CLI draws its progress bar from this.
@@ -45,6 +45,10 @@ struct QuantizeOptions {
 // ---- threshold selection on |x| histograms (bins of equal width over [0, range]) ------------
 
 float percentile_threshold(const std::vector<std::uint64_t>& bins, float range, double percentile);
+// Entropy calibration's time grows with the square of the bins (20 000 bins took minutes per
+// model): histograms are bounded here.
+inline constexpr int kMaxHistogramBins = 8192;
+
 float entropy_threshold(const std::vector<std::uint64_t>& bins, float range, int quantized_bins);
 
 // ---- graph transformations ------------------------------------------------------------------

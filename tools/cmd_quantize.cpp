@@ -60,8 +60,9 @@ void run_quantize(const QuantizeArgs& args) {
   if (options.method == quant::Calibration::kPercentile &&
       !(args.percentile > 0 && args.percentile <= 100))
     fail("--percentile {} is out of range (0, 100]", args.percentile);
-  if (args.bins < options.quantized_bins)
-    fail("--bins {} must be at least {}", args.bins, options.quantized_bins);
+  if (args.bins < options.quantized_bins || args.bins > quant::kMaxHistogramBins)
+    fail("--bins {} is out of range ({}..{}; entropy calibration time grows with bins squared)",
+         args.bins, options.quantized_bins, quant::kMaxHistogramBins);
 
   auto start = std::chrono::steady_clock::now();
   ir::Graph model = onnxio::load_onnx(args.model);

@@ -174,6 +174,11 @@ TEST(RobustCli, OutOfRangeOptionsAreRefused) {
   expect_clean_error("asm " + (d / "neg.json").string() + " -o " + (d / "neg.gml").string(),
                      "IW is an unsigned 10-bit field");
   EXPECT_FALSE(fs::exists(d / "neg.gml"));
+  for (const char* bins : {"entropy --bins 20000", "percentile --bins 100000000"})
+    expect_clean_error("quantize " + kRoot + "/fixtures/digits/lenet_digits.onnx --calib " + kRoot +
+                           "/fixtures/digits/calib.npy -o " + (d / "q.onnx").string() +
+                           " --method " + bins,
+                       "is out of range (128..8192");
   for (const char* scale : {"0", "inf", "nan", "-1"})
     expect_option_refused(std::string("lut design --fn sigmoid --in-scale ") + scale, "--in-scale");
   expect_option_refused("lut design --fn sigmoid --out-scale 0", "--out-scale");
@@ -191,8 +196,13 @@ npukit::isa::Manifest small_manifest() {
   y.layer = "conv";
   m.inputs = {x};
   m.outputs = {y};
-  m.device_inputs = {x};
-  m.device_outputs = {y};
+  npukit::isa::ManifestSegment d;
+  d.kind = npukit::isa::ManifestSegment::Kind::kDevice;
+  d.layer_count = 1;
+  d.instruction_count = 3;
+  d.device_inputs = {x};
+  d.device_outputs = {y};
+  m.segments = {d};
   m.layers = {{"conv", "CONV", {"x"}, {"y"}, 0, 3}};
   m.instruction_count = 3;
   m.dram_bytes = 1024;
@@ -224,11 +234,14 @@ TEST(RobustCli, ManifestFieldsAreValidated) {
        },
        "elements"},
       {"dtype", [](auto& m) { m.inputs[0].dtype = "complex128"; }, "dtype 'complex128'"},
-      {"bytes", [](auto& m) { m.device_outputs[0].bytes = 4; }, "less than the 128 bytes"},
-      {"address", [](auto& m) { m.device_inputs[0].address = 0xFFFFFFE0u; }, "outside the board"},
+      {"bytes", [](auto& m) { m.segments[0].device_outputs[0].bytes = 4; },
+       "less than the 128 bytes"},
+      {"address", [](auto& m) { m.segments[0].device_inputs[0].address = 0xFFFFFFE0u; },
+       "outside the board"},
       {"instructions", [](auto& m) { m.layers[0].first_instruction = 1000; },
        "outside the program's 3 instructions"},
-      {"no device outputs", [](auto& m) { m.device_outputs.clear(); }, "no device_outputs"},
+      {"no device outputs", [](auto& m) { m.segments[0].device_outputs.clear(); },
+       "without outputs"},
       {"ramsize", [](auto& m) { m.ramsize_mb = 0; }, "ramsize_mb 0 is out of range"},
   };
   int i = 0;
