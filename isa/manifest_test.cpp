@@ -36,7 +36,9 @@ Manifest sample() {
   d2.instruction_count = 4;
   d2.device_inputs = {c1s};
   d2.device_outputs = {out};
-  m.segments = {before, d1, middle, d2};
+  ManifestSegment after;
+  after.host = ManifestSubgraph{"segment4_host.onnx", {"logits_q"}, {"logits"}, {"dequant"}};
+  m.segments = {before, d1, middle, d2, after};
   m.layers = {{"conv1", "CONV", {"image_q"}, {"c1"}, 0, 4},
               {"fc2", "FC", {"c1s"}, {"logits_q"}, 4, 4}};
   m.model_macs = 1216;
