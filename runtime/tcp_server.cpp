@@ -34,6 +34,7 @@ void serve_connection(const ServeOptions& o, const Socket& client) {
     if (ready < 0 && errno == EINTR) continue;
     auto frame = receive_frame(client, std::chrono::seconds(30), "client");
     if (!frame) return;
+    const std::uint64_t runs_before = board.stats().runs;
     try {
       if (frame->app == kAppMeta) {
         board.receive_meta(frame->payload);
@@ -50,6 +51,9 @@ void serve_connection(const ServeOptions& o, const Socket& client) {
     }
     Bytes out = board.take_dispatch_output();
     if (!out.empty()) send_frame(client, kAppDwp, out);
+    // The cycles travel in the protocol (kAppRunCycles), after the run's dispatch frames.
+    if (board.stats().runs != runs_before)
+      send_frame(client, kAppRunCycles, encode_run_cycles(run_cycles_of(board.stats())));
   }
 }
 
