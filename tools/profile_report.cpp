@@ -24,8 +24,27 @@ Profile profile_program(const isa::Manifest& manifest, ByteSpan gml, double cloc
   cfg.arch = p.arch;
   cfg.dram_bytes = std::max<std::uint64_t>(manifest.ramsize_mb, 1) << 20;
   cfg.timing_only = true;
-  device::Device dev(cfg);
-  dev.receive_dwp(gml);
+  const auto t0 = std::chrono::steady_clock::now();
+  // Only the instruction packet (the one at DRAM 0: zeroth instruction and instruction region)
+  // matters without values; weight and bias packets are skipped unread. If that is not enough
+  // (a stream that is not a clean packet sequence, instructions elsewhere), the whole GML is fed,
+  // so the device reports what is wrong with it.
+  bool clean = true;
+  Bytes program;
+  for (std::size_t pos = 0; pos < gml.size();) {
+    if (gml.size() - pos < 12 || load_be32(gml.data() + pos) != 0xFFFFFFFFu) {
+      clean = false;
+      break;
+    }
+    const std::uint64_t ds = load_be32(gml.data() + pos + 4);
+    const std::uint32_t addr = load_be32(gml.data() + pos + 8);
+    if (ds > gml.size() - pos - 12) {
+      clean = false;
+      break;
+    }
+    if (addr == 0) program.insert(program.end(), gml.begin() + pos, gml.begin() + pos + 12 + ds);
+    pos += 12 + ds;
+  }
   // The start packet acts only right after a data packet (gati.md 14.4): send the inputs (zeros;
   // no value is computed) or, without device inputs, one zero word past the program.
   Bytes stream;
@@ -38,13 +57,27 @@ Profile profile_program(const isa::Manifest& manifest, ByteSpan gml, double cloc
         stream, static_cast<std::uint32_t>(ceil_mod(manifest.dram_bytes, std::uint64_t{32})),
         Bytes(32, 0));
   isa::append_dwp_start(stream);
-  const auto t0 = std::chrono::steady_clock::now();
-  dev.receive_dwp(stream);
+  auto run = [&](ByteSpan bytes) {
+    device::Device dev(cfg);
+    dev.receive_dwp(bytes);
+    dev.receive_dwp(stream);
+    if (dev.stats().runs == 0) fail("profile: the program did not start");
+    return dev.stats();
+  };
+  device::RunStats st;
+  if (clean) {
+    try {
+      st = run(program);
+    } catch (const Error&) {
+      st = run(gml);
+    }
+  } else {
+    st = run(gml);
+  }
   p.host_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (dev.stats().runs == 0) fail("profile: the program did not start");
-  p.total_cycles = dev.stats().total_cycles;
+  p.total_cycles = st.total_cycles;
   p.run_start_cycles = timing::run_start_cycles();
-  const auto& ls = dev.stats().layers;
+  const auto& ls = st.layers;
   for (std::size_t i = 0; i < ls.size(); ++i) {
     ProfileLayer l;
     l.name =
