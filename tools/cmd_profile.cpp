@@ -13,6 +13,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -46,6 +47,35 @@ npukit::Bytes read_bytes(const std::string& path) {
   return npukit::Bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+// The GML's packets at DRAM 0 (the instruction blob), seeking past weight and bias payloads,
+// which a timing-only run never reads; the whole file when it is not a clean packet sequence
+// (profile_program then feeds it whole and the device names the problem).
+npukit::Bytes read_instruction_packets(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot open '{}'", path);
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<std::uint64_t>(in.tellg());
+  npukit::Bytes out;
+  for (std::uint64_t pos = 0; pos < size;) {
+    std::uint8_t head[12];
+    in.seekg(static_cast<std::streamoff>(pos));
+    if (size - pos < 12 || !in.read(reinterpret_cast<char*>(head), 12) ||
+        npukit::load_be32(head) != 0xFFFFFFFFu)
+      return read_bytes(path);
+    const std::uint64_t ds = npukit::load_be32(head + 4);
+    if (ds > size - pos - 12) return read_bytes(path);
+    if (npukit::load_be32(head + 8) == 0) {
+      const std::size_t at = out.size();
+      out.resize(at + 12 + ds);
+      std::copy(head, head + 12, out.begin() + static_cast<std::ptrdiff_t>(at));
+      if (!in.read(reinterpret_cast<char*>(out.data() + at + 12), static_cast<std::streamsize>(ds)))
+        return read_bytes(path);
+    }
+    pos += 12 + ds;
+  }
+  return out;
+}
+
 // "9,4,4" or a list of triples "9,4,4,9,8,8,16,1,16".
 std::vector<npukit::isa::SaArch> parse_archs(const std::string& spec) {
   std::vector<std::string> parts;
@@ -68,6 +98,7 @@ void run_profile(const ProfileArgs& a) {
   const double hz = a.clock_mhz * 1e6;
   const auto archs = parse_archs(a.program.sa_arch);
   std::vector<npukit::tools::Profile> profiles;
+  std::vector<std::pair<std::string, std::string>> failed;
   if (fs::is_directory(a.model)) {
     if (archs.size() > 1)
       fail(
@@ -81,7 +112,7 @@ void run_profile(const ProfileArgs& a) {
           "by `npukit compile`",
           a.model);
     const npukit::isa::Manifest m = npukit::isa::load_manifest((dir / "manifest.json").string());
-    const npukit::Bytes gml = read_bytes((dir / m.gml).string());
+    const npukit::Bytes gml = read_instruction_packets((dir / m.gml).string());
     profiles.push_back(npukit::tools::profile_program(m, gml, hz));
   } else {
     if (!fs::exists(a.model)) fail("'{}' does not exist", a.model);
@@ -89,16 +120,24 @@ void run_profile(const ProfileArgs& a) {
     for (const auto& arch : archs) {
       npukit::tools::ProgramOptions po = a.program;
       po.sa_arch = arch.str();
-      auto result = npukit::compiler::compile(model, po.compile_options());
-      for (const auto& w : result.ctx.warnings)
-        std::cerr << "npukit: compile warning: " << w << "\n";
-      auto p = npukit::tools::profile_program(result.manifest, result.gml, hz);
-      if (p.model.empty()) p.model = fs::path(a.model).filename().string();
-      profiles.push_back(std::move(p));
+      try {
+        auto result = npukit::compiler::compile(model, po.compile_options());
+        for (const auto& w : result.ctx.warnings)
+          std::cerr << "npukit: compile warning: " << w << "\n";
+        auto p = npukit::tools::profile_program(result.manifest, result.gml, hz);
+        if (p.model.empty()) p.model = fs::path(a.model).filename().string();
+        profiles.push_back(std::move(p));
+      } catch (const npukit::Error& e) {
+        if (archs.size() == 1) throw;
+        failed.emplace_back(arch.str(), e.what());  // the sweep reports it and goes on
+      }
     }
   }
-  if (profiles.size() > 1) {
+  if (archs.size() > 1) {
     std::cout << npukit::tools::sweep_table(profiles);
+    for (const auto& [arch, why] : failed)
+      std::cout << fmt::format("{:<9} not compiled: {}\n", arch, why);
+    if (profiles.empty()) fail("no configuration of the sweep compiled");
     return;
   }
   const auto& p = profiles.front();
