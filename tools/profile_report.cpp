@@ -45,26 +45,64 @@ Profile profile_program(const isa::Manifest& manifest, ByteSpan gml, double cloc
     if (addr == 0) program.insert(program.end(), gml.begin() + pos, gml.begin() + pos + 12 + ds);
     pos += 12 + ds;
   }
-  // The start packet acts only right after a data packet (gati.md 14.4): send the inputs (zeros;
-  // no value is computed) or, without device inputs, one zero word past the program.
-  Bytes stream;
-  for (const auto& in : manifest.device_inputs)
-    isa::append_dwp_packet(
-        stream, in.address,
-        Bytes(ceil_mod(std::max<std::uint64_t>(in.bytes, 32), std::uint64_t{32}), 0));
-  if (manifest.device_inputs.empty())
-    isa::append_dwp_packet(
-        stream, static_cast<std::uint32_t>(ceil_mod(manifest.dram_bytes, std::uint64_t{32})),
-        Bytes(32, 0));
-  isa::append_dwp_start(stream);
+  // Each device segment is one run (docs/compiler.md, "Segments"): with several, the zeroth
+  // instruction is pointed at the segment's instructions, as the runtime does. The start packet
+  // acts only right after a data packet (gati.md 14.4): the inputs are sent (zeros; no value is
+  // computed) or, without device inputs, one zero word past the program.
+  std::vector<const isa::ManifestSegment*> segments;
+  for (const auto& seg : manifest.segments)
+    if (seg.is_device()) segments.push_back(&seg);
+  auto start_stream = [&](const isa::ManifestSegment* seg) {
+    Bytes stream;
+    if (seg && segments.size() > 1) {
+      isa::Zeroth z;
+      z.start = seg->zeroth_start();
+      z.end = seg->zeroth_end();
+      const auto word = z.encode();
+      isa::append_dwp_packet(stream, 0, ByteSpan(word.data(), word.size()));
+    }
+    const auto inputs = seg ? seg->device_inputs : manifest.device_inputs();
+    for (const auto& in : inputs)
+      isa::append_dwp_packet(
+          stream, in.address,
+          Bytes(ceil_mod(std::max<std::uint64_t>(in.bytes, 32), std::uint64_t{32}), 0));
+    if (inputs.empty())
+      isa::append_dwp_packet(
+          stream, static_cast<std::uint32_t>(ceil_mod(manifest.dram_bytes, std::uint64_t{32})),
+          Bytes(32, 0));
+    isa::append_dwp_start(stream);
+    return stream;
+  };
+  struct Run {
+    std::uint64_t total = 0, runs = 0;
+    std::vector<ProfileLayer> layers;
+  };
   auto run = [&](ByteSpan bytes) {
     device::Device dev(cfg);
     dev.receive_dwp(bytes);
-    dev.receive_dwp(stream);
-    if (dev.stats().runs == 0) fail("profile: the program did not start");
-    return dev.stats();
+    Run r;
+    auto one = [&](const isa::ManifestSegment* seg) {
+      const std::uint64_t before = dev.stats().runs;
+      dev.receive_dwp(start_stream(seg));
+      if (dev.stats().runs == before) fail("profile: the program did not start");
+      r.total += dev.stats().total_cycles;
+      ++r.runs;
+      const auto& ls = dev.stats().layers;
+      for (std::size_t i = 0; i < ls.size(); ++i) {
+        const std::size_t index = (seg ? static_cast<std::size_t>(seg->first_layer) : 0) + i;
+        ProfileLayer l;
+        l.name = index < manifest.layers.size() ? manifest.layers[index].name
+                                                : std::string(isa::name(ls[i].opcode));
+        l.stats = ls[i];
+        l.stats.start_cycle += r.total - dev.stats().total_cycles;
+        r.layers.push_back(std::move(l));
+      }
+    };
+    if (segments.empty()) one(nullptr);
+    for (const auto* seg : segments) one(seg);
+    return r;
   };
-  device::RunStats st;
+  Run st;
   if (clean) {
     try {
       st = run(program);
@@ -75,16 +113,9 @@ Profile profile_program(const isa::Manifest& manifest, ByteSpan gml, double cloc
     st = run(gml);
   }
   p.host_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  p.total_cycles = st.total_cycles;
-  p.run_start_cycles = timing::run_start_cycles();
-  const auto& ls = st.layers;
-  for (std::size_t i = 0; i < ls.size(); ++i) {
-    ProfileLayer l;
-    l.name =
-        i < manifest.layers.size() ? manifest.layers[i].name : std::string(isa::name(ls[i].opcode));
-    l.stats = ls[i];
-    p.layers.push_back(std::move(l));
-  }
+  p.total_cycles = st.total;
+  p.run_start_cycles = timing::run_start_cycles() * st.runs;
+  p.layers = std::move(st.layers);
   return p;
 }
 
