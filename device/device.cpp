@@ -1,5 +1,7 @@
 #include "device/device.h"
 
+#include "device/timing.h"
+
 #include "common/error.h"
 #include "isa/dispatch.h"
 #include "isa/dwp.h"
@@ -308,8 +310,9 @@ void Device::run_program() {
         "beyond what the host wrote; check ZerothEndAddress against the instruction packet",
         zeroth.start, zeroth.end, n_inst);
 
-  // The config block reads the zeroth word and streams the region in 8-beat bursts.
-  std::uint64_t cycle = kDramReadLatencyCycles + 1 + kDramReadLatencyCycles;
+  // Cycles come from the timing model (device/timing.h), never from the value code, so a
+  // timing-only run gives the same figures. The run's start-up is its kRunStart constant.
+  std::uint64_t cycle = timing::run_start_cycles();
   Group group;
   std::optional<LayerHistory> prev, prev2;
   int expected_layer = 1;
@@ -330,7 +333,6 @@ void Device::run_program() {
       fail("instruction {} at DRAM 0x{:x}: {}", index, addr, decoded.problems.front());
     const isa::Instruction& inst = *decoded.instruction;
     const Opcode op = inst.opcode();
-    cycle += kInstructionCycles;
 
     if (op == Opcode::OutputBlock || op == Opcode::TailBlock) {
       auto& slot = op == Opcode::OutputBlock ? group.output : group.tail;
@@ -419,27 +421,34 @@ void Device::run_program() {
     ls.opcode = mega_op;
     ls.instruction_index = group.mega_index;
     ls.start_cycle = cycle;
-    ls.timing = fn(ctx);
+    if (!config_.timing_only) ls.timing = fn(ctx);
     ls.ack_order.push_back(std::string(isa::name(mega_op)));
     if (group.tail) ls.ack_order.push_back("TailBlock");
     ls.ack_order.push_back("OutputBlock");
 
     const OutputConfig out = OutputConfig::from(*group.output);
-    std::uint64_t layer_cycles = ls.timing.cycles;
     if (out.dispatch_en) {
       // Dispatcher: reads the output region and packs it into 32-bit words; scheduling waits.
       const std::uint64_t size = dispatch_size(arch, out);
       ctx.check_dram_range(Field::OutputBlock_OutputAddr, out.output_addr, size);
-      const Bytes payload =
-          dram_.read(out.output_addr, size, ctx.field_name(Field::OutputBlock_OutputAddr));
-      isa::append_dispatch_frame(dispatch_out_, out.dispatch_id, payload);
+      if (!config_.timing_only) {
+        const Bytes payload =
+            dram_.read(out.output_addr, size, ctx.field_name(Field::OutputBlock_OutputAddr));
+        isa::append_dispatch_frame(dispatch_out_, out.dispatch_id, payload);
+      }
       ls.dispatched = true;
       ls.dispatch_bytes = size;
-      layer_cycles +=
-          kDramReadLatencyCycles + dram_beats(size) + (size + isa::kDispatchOverheadBytes) / 4;
     }
-    ls.timing.cycles = layer_cycles;
-    cycle += layer_cycles;
+    ls.model = timing::time_layer(timing::LayerInput{arch, &*group.mega, &*group.output,
+                                                     group.tail ? &*group.tail : nullptr,
+                                                     ls.dispatch_bytes});
+    ls.timing.cycles = ls.model.cycles;
+    ls.timing.compute_cycles = ls.model.compute_cycles;
+    ls.timing.dram_cycles = ls.model.dram_cycles;
+    ls.timing.dram_read_bytes = ls.model.dram_read_bytes;
+    ls.timing.dram_write_bytes = ls.model.dram_write_bytes;
+    ls.timing.macs = ls.model.macs;
+    cycle += ls.model.cycles;
     stats_.layers.push_back(std::move(ls));
 
     std::uint32_t kitr = out.kernel_itr;

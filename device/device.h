@@ -19,6 +19,7 @@
 #include "common/bytes.h"
 #include "device/block.h"
 #include "device/dram.h"
+#include "device/timing.h"
 #include "isa/arch.h"
 #include "isa/isa.h"
 
@@ -37,6 +38,9 @@ struct DeviceConfig {
   std::uint32_t max_instructions = 1u << 20;  // instruction region bound (32 MiB of instructions)
   // Warnings (errata, questionable programs) are also printed here as they happen if non-null.
   std::ostream* warnings = nullptr;
+  // Timing only (`npukit profile`): sequence the instructions and run the timing model, but
+  // compute no values (no megablock runs, no dispatch frames). Cycles equal a full run's.
+  bool timing_only = false;
 };
 
 // What happened in one layer (one START group).
@@ -44,7 +48,8 @@ struct LayerStats {
   int layer_number = 0;  // START.LayerNumber
   isa::Opcode opcode = isa::Opcode::CONV;
   int instruction_index = 0;  // index of the megablock in the instruction region
-  BlockTiming timing;
+  BlockTiming timing;         // cycles and bytes from the timing model (device/timing.h)
+  timing::LayerTiming model;  // the timing model's full account of the layer
   // The blocks that received an instruction in this group, in the order their acknowledgements
   // reach the configuration block (the megablock first, the OutputBlock last: it acks after the
   // last write).

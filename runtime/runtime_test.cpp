@@ -201,6 +201,19 @@ TEST(Transport, TcpReportsDeviceErrorsInsteadOfHanging) {
   }
 }
 
+TEST(Transport, RunCyclesRecordRoundTripsAndRejectsBadLengths) {
+  RunCycles c;
+  c.total = (1ull << 40) + 7;
+  c.layers = {{isa::Opcode::CONV, 123456789012ull}, {isa::Opcode::POOL, 5}};
+  const RunCycles d = decode_run_cycles(encode_run_cycles(c));
+  EXPECT_EQ(d.total, c.total);
+  EXPECT_EQ(d.layers, c.layers);
+  Bytes bad = encode_run_cycles(c);
+  bad.pop_back();
+  EXPECT_THROW(decode_run_cycles(bad), Error);
+  EXPECT_THROW(decode_run_cycles(Bytes(5, 0)), Error);
+}
+
 TEST(Transport, RejectsUnknownTransportSpecs) {
   EXPECT_THROW(open_transport("udp://x:1", {}), Error);
   EXPECT_THROW(open_transport("tcp://localhost", {}), Error);
@@ -259,6 +272,21 @@ TEST(Session, RunsAHandWrittenProgramDirectory) {
   EXPECT_EQ(std::vector<std::int8_t>(got.begin() + 32, got.end()), want);
   EXPECT_GT(result.device_cycles, 0u);
   ASSERT_EQ(result.layers.size(), 1u);
+
+  {
+    // Over TCP the cycles travel in the protocol (kAppRunCycles): the same figures.
+    LoopbackServer server(1);
+    SessionOptions so;
+    so.transport = "tcp://127.0.0.1:" + std::to_string(server.port.get_future().get());
+    Session remote(dir.string(), so);
+    auto r2 = remote.run({{"x", ir::make_tensor({2, kIC, kH, kW}, batch, "x")}});
+    EXPECT_EQ(r2.device_cycles, result.device_cycles);
+    ASSERT_EQ(r2.layers.size(), result.layers.size());
+    for (std::size_t i = 0; i < r2.layers.size(); ++i) {
+      EXPECT_EQ(r2.layers[i].cycles, result.layers[i].cycles);
+      EXPECT_EQ(r2.layers[i].opcode, result.layers[i].opcode);
+    }
+  }
 
   EXPECT_THROW(session.run({{"wrong", ir::make_tensor({1, kIC, kH, kW}, x, "wrong")}}), Error);
   EXPECT_THROW(Session((dir / "missing").string()), Error);

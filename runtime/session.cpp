@@ -190,17 +190,17 @@ ref::TensorMap Session::run_device(const isa::ManifestSegment& segment,
       auto& all = gathered[out.name];
       all.insert(all.end(), values.begin(), values.end());
     }
-    if (device::Device* d = transport_->local_device()) {
-      const auto& stats = d->stats();
-      result.device_cycles += stats.total_cycles;
-      seg_stats.cycles += stats.total_cycles;
-      for (std::size_t i = 0; i < stats.layers.size(); ++i) {
-        const auto& l = stats.layers[i];
+    {
+      // The device's own account of the run, in-process or over the protocol (kAppRunCycles).
+      const RunCycles rc = transport_->run_cycles();
+      result.device_cycles += rc.total;
+      seg_stats.cycles += rc.total;
+      for (std::size_t i = 0; i < rc.layers.size(); ++i) {
         LayerCycles lc;
-        lc.opcode = std::string(isa::name(l.opcode));
+        lc.opcode = std::string(isa::name(rc.layers[i].first));
         const std::size_t layer = static_cast<std::size_t>(segment.first_layer) + i;
         lc.name = layer < manifest_.layers.size() ? manifest_.layers[layer].name : lc.opcode;
-        lc.cycles = l.timing.cycles;
+        lc.cycles = rc.layers[i].second;
         result.layers.push_back(lc);
       }
     }

@@ -44,7 +44,7 @@ struct SegmentStats {
 struct RunResult {
   ref::TensorMap outputs;         // the model's outputs, by name
   ref::TensorMap device_outputs;  // what the device dispatched, unpacked (int8 NCHW / [N, K])
-  // In-process device only: cycles of each image's run, summed over the batch.
+  // Cycles of each image's run as the device reports them (in-process or over TCP), summed.
   std::uint64_t device_cycles = 0;
   std::vector<LayerCycles> layers;  // of the last image, all device segments in order
   std::vector<SegmentStats> segments;

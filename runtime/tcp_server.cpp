@@ -55,7 +55,8 @@ class Connection {
   std::size_t read_some(std::uint8_t* data, std::size_t n, const char* where);
   void read_exact(std::uint8_t* data, std::size_t n, const char* where);
   void send_error(const std::string& text);
-  void send_dispatch_output();
+  // The board's dispatch frames, then (when the frame finished a run) its cycles.
+  void send_dispatch_output(std::uint64_t runs_before);
   void serve_frame(std::uint32_t app, std::uint64_t length);
 
   Server& server_;
@@ -158,13 +159,17 @@ void Connection::send_error(const std::string& text) {
   }
 }
 
-void Connection::send_dispatch_output() {
-  Bytes out;
+void Connection::send_dispatch_output(std::uint64_t runs_before) {
+  Bytes out, cycles;
   {
     std::lock_guard lock(server_.board());
     out = board_.take_dispatch_output();
+    // The cycles travel in the protocol (kAppRunCycles), after the run's dispatch frames.
+    if (board_.stats().runs != runs_before)
+      cycles = encode_run_cycles(run_cycles_of(board_.stats()));
   }
   if (!out.empty()) send_frame(socket_, kAppDwp, out);
+  if (!cycles.empty()) send_frame(socket_, kAppRunCycles, cycles);
 }
 
 // One frame whose header has arrived: its payload goes to the board chunk by chunk as it
@@ -181,6 +186,11 @@ void Connection::serve_frame(std::uint32_t app, std::uint64_t length) {
     throw ConnectionClosed{fmt::format(
         "{} frame of {} bytes exceeds the {}-byte limit for this device ({} MiB of DRAM); closing",
         meta ? "META" : "DWP", length, limit, o.device.dram_bytes >> 20)};
+  std::uint64_t runs_before = 0;
+  {
+    std::lock_guard lock(server_.board());
+    runs_before = board_.stats().runs;
+  }
   std::string device_error;
   std::vector<std::uint8_t> chunk(
       static_cast<std::size_t>(std::min<std::uint64_t>(length, kChunkBytes)));
@@ -205,7 +215,7 @@ void Connection::serve_frame(std::uint32_t app, std::uint64_t length) {
         socket_, kAppDeviceError,
         ByteSpan(reinterpret_cast<const std::uint8_t*>(device_error.data()), device_error.size()));
   }
-  send_dispatch_output();
+  send_dispatch_output(runs_before);
 }
 
 void Connection::serve() {

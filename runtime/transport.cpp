@@ -12,6 +12,45 @@
 #include <map>
 
 namespace npukit::runtime {
+
+RunCycles run_cycles_of(const device::RunStats& stats) {
+  RunCycles c;
+  c.total = stats.total_cycles;
+  for (const auto& l : stats.layers) c.layers.emplace_back(l.opcode, l.timing.cycles);
+  return c;
+}
+
+Bytes encode_run_cycles(const RunCycles& c) {
+  Bytes out(12 + 9 * c.layers.size());
+  store_be32(out.data(), static_cast<std::uint32_t>(c.layers.size()));
+  store_be32(out.data() + 4, static_cast<std::uint32_t>(c.total >> 32));
+  store_be32(out.data() + 8, static_cast<std::uint32_t>(c.total));
+  std::uint8_t* p = out.data() + 12;
+  for (const auto& [op, cycles] : c.layers) {
+    p[0] = static_cast<std::uint8_t>(op);
+    store_be32(p + 1, static_cast<std::uint32_t>(cycles >> 32));
+    store_be32(p + 5, static_cast<std::uint32_t>(cycles));
+    p += 9;
+  }
+  return out;
+}
+
+RunCycles decode_run_cycles(ByteSpan b) {
+  if (b.size() < 12)
+    fail("run-cycles record from the device: {} bytes, shorter than its 12-byte header", b.size());
+  const std::uint64_t n = load_be32(b.data());
+  if (b.size() != 12 + 9 * n)
+    fail("run-cycles record from the device: {} bytes for {} layers (expected {})", b.size(), n,
+         12 + 9 * n);
+  RunCycles c;
+  c.total = (std::uint64_t{load_be32(b.data() + 4)} << 32) | load_be32(b.data() + 8);
+  const std::uint8_t* p = b.data() + 12;
+  for (std::uint64_t i = 0; i < n; ++i, p += 9)
+    c.layers.emplace_back(static_cast<isa::Opcode>(p[0]),
+                          (std::uint64_t{load_be32(p + 1)} << 32) | load_be32(p + 5));
+  return c;
+}
+
 namespace {
 
 // Takes n bytes from the front of a receive buffer.
@@ -52,6 +91,7 @@ class InProcessTransport final : public Transport {
     return fmt::format("in-process device model ({})", device_.config().arch.str());
   }
   device::Device* local_device() override { return &device_; }
+  RunCycles run_cycles() override { return run_cycles_of(device_.stats()); }
 
  private:
   device::Device device_;
@@ -67,16 +107,15 @@ class TcpTransport final : public Transport {
 
   Bytes read(std::uint8_t app, std::size_t n) override {
     Bytes& buffer = received_[app];
-    while (buffer.size() < n) {
-      auto frame = receive_frame(socket_, timeout_, name_);
-      if (!frame) fail("{}: the device closed the connection", name_);
-      if (frame->app == kAppDeviceError)
-        fail("{}: device error: {}", name_,
-             std::string(frame->payload.begin(), frame->payload.end()));
-      Bytes& dest = received_[static_cast<std::uint8_t>(frame->app)];
-      dest.insert(dest.end(), frame->payload.begin(), frame->payload.end());
-    }
+    while (buffer.size() < n) receive_one();
     return take_front(buffer, n);
+  }
+
+  RunCycles run_cycles() override {
+    while (cycles_.empty()) receive_one();
+    RunCycles c = std::move(cycles_.front());
+    cycles_.erase(cycles_.begin());
+    return c;
   }
 
   std::string describe() const override { return name_; }
@@ -85,7 +124,22 @@ class TcpTransport final : public Transport {
   Socket socket_;
   std::string name_;
   std::chrono::milliseconds timeout_;
-  std::map<std::uint8_t, Bytes> received_;
+  std::map<std::uint32_t, Bytes> received_;
+  std::vector<RunCycles> cycles_;
+
+  void receive_one() {
+    auto frame = receive_frame(socket_, timeout_, name_);
+    if (!frame) fail("{}: the device closed the connection", name_);
+    if (frame->app == kAppDeviceError)
+      fail("{}: device error: {}", name_,
+           std::string(frame->payload.begin(), frame->payload.end()));
+    if (frame->app == kAppRunCycles) {
+      cycles_.push_back(decode_run_cycles(frame->payload));
+      return;
+    }
+    Bytes& dest = received_[frame->app];
+    dest.insert(dest.end(), frame->payload.begin(), frame->payload.end());
+  }
 };
 
 }  // namespace

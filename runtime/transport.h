@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace npukit::runtime {
 
@@ -21,6 +23,20 @@ inline constexpr std::uint8_t kAppMeta = 2;  // META_APP_ID
 // npukit extension on TCP only: the served device model reports an error (UTF-8 text) instead of
 // silently dropping a malformed program.
 inline constexpr std::uint32_t kAppDeviceError = 0xFFFF;
+// npukit extension on TCP only: after each run the served device model sends its cycle counts
+// (encode_run_cycles), so a remote run reports the same cycles as an in-process one.
+inline constexpr std::uint32_t kAppRunCycles = 0xFFFE;
+
+// The cycles of one run: the total and, per layer, the megablock and its cycles.
+struct RunCycles {
+  std::uint64_t total = 0;
+  std::vector<std::pair<isa::Opcode, std::uint64_t>> layers;
+};
+RunCycles run_cycles_of(const device::RunStats& stats);
+// Big-endian: u32 layer count, u64 total, then per layer u8 opcode and u64 cycles.
+Bytes encode_run_cycles(const RunCycles& cycles);
+// Throws npukit::Error when the bytes are not such a record.
+RunCycles decode_run_cycles(ByteSpan bytes);
 
 class Transport {
  public:
@@ -33,8 +49,11 @@ class Transport {
   virtual Bytes read(std::uint8_t app, std::size_t n) = 0;
   // "in-process device model (9,8,8)", "tcp://host:port", ... for messages.
   virtual std::string describe() const = 0;
-  // The in-process device, for cycle statistics; nullptr for remote devices.
+  // The in-process device (its warnings, DRAM); nullptr for remote devices.
   virtual device::Device* local_device() { return nullptr; }
+  // The cycles of the run that has just produced its dispatch frames, as the device reports
+  // them (in-process: its statistics; TCP: the kAppRunCycles frame, waited for).
+  virtual RunCycles run_cycles() = 0;
 };
 
 std::unique_ptr<Transport> make_in_process_transport(device::DeviceConfig config);

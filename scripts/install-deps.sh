@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev
   libonnx-testdata python3
+  chromium
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -142,6 +142,11 @@ void run_sim(const SimArgs& args) {
                              {"dispatched", l.dispatched},
                              {"dispatch_bytes", l.dispatch_bytes},
                              {"ack_order", l.ack_order}});
+      nlohmann::json terms = nlohmann::json::object();
+      for (int i = 0; i < npukit::device::timing::kTermCount; ++i)
+        terms[std::string(npukit::device::timing::kConstants[i].name)] = l.model.terms[i];
+      j["layers"].back()["timing_terms"] = terms;
+      j["layers"].back()["bound"] = std::string(npukit::device::timing::bound_name(l.model.bound));
     }
     j["warnings"] = nlohmann::json::array();
     for (const auto& w : dev.diagnostics().warnings()) j["warnings"].push_back(w.text());
