@@ -99,7 +99,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, FloatModels,
                          ::testing::Values("asym_pad", "batchnorm", "big_kernels", "concat",
                                            "dw_separable", "gap_fc", "leaky_relu", "nonsquare",
                                            "odd_channels", "pools", "residual", "sigmoid_out",
-                                           "stride2", "tall", "upsample"));
+                                           "stride2", "tall", "upsample", "yolo_like"));
 
 class QopModels : public ::testing::TestWithParam<std::string> {};
 
