@@ -37,6 +37,7 @@ std::vector<ErrataRewrite> errata_rewrites(const Context& ctx) {
     rw.pass = r.substr(by + kBy.size(), avoiding - by - kBy.size());
     rw.erratum = r.substr(avoiding + kAvoiding.size(), colon - avoiding - kAvoiding.size());
     rw.how = colon == std::string::npos ? "" : r.substr(colon + kColon.size());
+    rw.how = rw.how.substr(0, rw.how.find("; this one"));  // the per-layer detail
     auto it = std::find_if(out.begin(), out.end(), [&](const ErrataRewrite& e) {
       return e.original == rw.original && e.pass == rw.pass;
     });

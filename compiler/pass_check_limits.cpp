@@ -113,9 +113,9 @@ void check_limits(Context& ctx) {
       // One warning per split conv, at its first piece (int32 output, no accumulant input).
       if (!split_piece && n.get_int("quant_en", 1) == 0)
         ctx.warnings.push_back("layer '" + n.name +
-                               "' starts a split kernel; kernel-split pieces (StartRowSkip/"
-                               "EndRowSkip, AccumulantReadFirst, OpWidth 4) were never run on the "
-                               "v1.0.0 RTL");
+                               "' starts a chain of int32 partial sums (a split kernel or concat "
+                               "copies); kernel-split pieces (StartRowSkip/EndRowSkip, "
+                               "AccumulantReadFirst, OpWidth 4) were never run on the v1.0.0 RTL");
     } else if (n.op_type == "GatiPool") {
       const auto p = pool_geometry(g, n);
       limit(n, "input width", p.iw, 1, kMaxDim);
