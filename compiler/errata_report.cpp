@@ -47,6 +47,16 @@ std::vector<ErrataRewrite> errata_rewrites(const Context& ctx) {
     }
     it->layers.push_back(name);
   }
+  // The row-band pieces split_kernels made of a rewrite's conv (a global pool's H x W kernel).
+  for (auto& rw : out) {
+    std::vector<std::string> pieces;
+    for (const auto& layer : rw.layers)
+      for (const auto& name : ctx.placement_order)
+        if (ctx.placement.at(name).reason.find("kernel of '" + layer + "' (split_kernels)") !=
+            std::string::npos)
+          pieces.push_back(name);
+    rw.layers.insert(rw.layers.begin(), pieces.begin(), pieces.end());
+  }
   return out;
 }
 
