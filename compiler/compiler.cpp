@@ -1,6 +1,7 @@
 #include "compiler/compiler.h"
 
 #include "common/error.h"
+#include "compiler/errata_passes.h"
 #include "compiler/geometry.h"
 #include "compiler/passes.h"
 
@@ -109,6 +110,9 @@ Context lower_unsplit(const ir::Graph& model, const CompileOptions& options) {
   legalize_host_ops(ctx);
   lower_to_gati(ctx);
   fuse_tail(ctx);
+  pools_as_convs(ctx);
+  lower_concat(ctx);
+  clear_resize_padding(ctx);
   transpose_tall_images(ctx);
   partition(ctx);  // the lowered nodes' segments
   return ctx;

@@ -153,7 +153,10 @@ std::string why_not_on_device(const ir::Graph& g, const ir::Node& n, const Compi
   if (op == "QLinearConcat" && ms) {
     if (n.inputs.size() < 5 || (n.inputs.size() - 2) % 3 != 0) return "malformed QLinearConcat";
     const std::size_t count = (n.inputs.size() - 2) / 3;
-    if (count > 4) return "more than 4 inputs (CONCAT takes up to 4)";
+    // Without --allow-errata no CONCAT instruction is emitted (lower_concat), so its limits
+    // (4 inputs, whole channel groups, square images) do not apply.
+    const bool concat_block = opt.allow_errata;
+    if (concat_block && count > 4) return "more than 4 inputs (CONCAT takes up to 4)";
     if (n.get_int("axis", 1) != 1) return "concat along an axis other than channels";
     if (auto e = zero_point_zero(g, n, 1, "output"); !e.empty()) return e;
     for (std::size_t k = 0; k < count; ++k) {
@@ -164,11 +167,12 @@ std::string why_not_on_device(const ir::Graph& g, const ir::Node& n, const Compi
         return e;
       const ir::Tensor* t = g.find(in);
       if (t->is_constant()) return "a constant concat input";
-      if (t->shape[1] % opt.arch.n_sa != 0)
+      if (concat_block && t->shape[1] % opt.arch.n_sa != 0)
         return "input '" + in + "' has " + std::to_string(t->shape[1]) +
                " channels, not a multiple of N_SA = " + std::to_string(opt.arch.n_sa) +
                " (CONCAT copies whole channel groups)";
-      if (t->shape[2] != t->shape[3]) return "non-square input (CONCAT assumes IW = IH)";
+      if (concat_block && t->shape[2] != t->shape[3])
+        return "non-square input (CONCAT assumes IW = IH)";
     }
     return {};
   }

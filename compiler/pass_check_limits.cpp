@@ -106,12 +106,16 @@ void check_limits(Context& ctx) {
                             "') produces wrong output; use 9,8,8 or make that conv's kernel count "
                             "a multiple of 8");
       }
+      if (n.get_int("global_pool", 0) != 0)
+        errata.hit(n,
+                   "TailBlock global average pool (GblPoolEn) multiplies the sum unsigned and "
+                   "does not clamp on v1.0.0 (gati.md 14.15)");
       // One warning per split conv, at its first piece (int32 output, no accumulant input).
       if (!split_piece && n.get_int("quant_en", 1) == 0)
         ctx.warnings.push_back("layer '" + n.name +
-                               "' starts a split kernel; kernel-split pieces (StartRowSkip/"
-                               "EndRowSkip, AccumulantReadFirst, OpWidth 4) were never run on the "
-                               "v1.0.0 RTL");
+                               "' starts a chain of int32 partial sums (a split kernel or concat "
+                               "copies); kernel-split pieces (StartRowSkip/EndRowSkip, "
+                               "AccumulantReadFirst, OpWidth 4) were never run on the v1.0.0 RTL");
     } else if (n.op_type == "GatiPool") {
       const auto p = pool_geometry(g, n);
       limit(n, "input width", p.iw, 1, kMaxDim);
@@ -125,6 +129,12 @@ void check_limits(Context& ctx) {
         for (auto pad : {p.pad_top, p.pad_left, p.pad_bottom, p.pad_right})
           limit(n, "pool padding", pad, 0, kMaxPad);
       }
+      if (p.type == isa::PoolType::kAverage)
+        errata.hit(n,
+                   "a POOL average megablock adds with 8-bit wrap-around and applies no scale "
+                   "on v1.0.0 (gati.md 14.15)");
+      if (p.type == isa::PoolType::kGlobalAverage)
+        errata.hit(n, "a POOL global average megablock writes zeros on v1.0.0 (gati.md 14.15)");
       // conv -> pool -> pool hangs on 9,4,4 and corrupts on 9,8,8.
       if (i >= 2 && megablocks[i - 1]->op_type == "GatiPool" &&
           megablocks[i - 2]->op_type == "GatiConv" && megablocks[i - 1]->outputs[0] == n.inputs[0])
@@ -148,6 +158,11 @@ void check_limits(Context& ctx) {
         limit(n, "output height", 2 * d.h, 1, kMaxDim);
       }
     } else if (n.op_type == "GatiConcat") {
+      errata.hit(n,
+                 "CONCAT never raises layer_done on v1.0.0, so no later layer and no dispatch "
+                 "of it ever runs (gati.md 14.15; lower_concat copies by convs instead, except "
+                 "when more than one input has more than N_SA channels on an image over 1024 "
+                 "pixels)");
       limit(n, "input count", static_cast<std::int64_t>(n.inputs.size()), 1, 4);
       for (const auto& in : n.inputs) {
         const auto d = chw_of(g.tensor(in));

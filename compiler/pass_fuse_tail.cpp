@@ -3,7 +3,8 @@
 // only consumer is
 //   * a pure activation (the single-operand GatiEltwise "add" that lower_to_gati makes of Relu,
 //     Clip and QLinearLeakyRelu), or
-//   * (GatiConv) a global average GatiPool,
+//   * (GatiConv, with --allow-errata only: GblPoolEn is a v1.0.0 erratum) a global average
+//     GatiPool,
 // absorbs it: one megablock instead of two, and no DRAM round trip.
 //
 // A pure activation also rescales by r = a_scale * quant_scale / 2^(quant_shift + 10). When
@@ -71,9 +72,11 @@ void fuse_tail(Context& ctx) {
         const ir::Node& c = *cons[0];
         const std::size_t ci = index_of(g, cons[0]);
         const bool act = has_plain_tail(p) && pure_activation(c);
-        const bool pool = p.op_type == "GatiConv" && p.get_int("quant_en", 1) == 1 &&
-                          p.get_int("global_pool", 0) == 0 && c.op_type == "GatiPool" &&
-                          c.get_string("mode", "") == "global_average";
+        // GblPoolEn is a v1.0.0 erratum (gati.md 14.15): only with --allow-errata; otherwise
+        // pools_as_convs turns the pool into a depthwise conv.
+        const bool pool = ctx.options.allow_errata && p.op_type == "GatiConv" &&
+                          p.get_int("quant_en", 1) == 1 && p.get_int("global_pool", 0) == 0 &&
+                          c.op_type == "GatiPool" && c.get_string("mode", "") == "global_average";
         if (!act && !pool) continue;
         const std::string absorbed = c.name;
         if (act) {

@@ -25,6 +25,19 @@ std::string_view erratum_name(Erratum e) {
       return "E5 9,4,4 conv after odd KernelItr (wrong output)";
     case Erratum::kIncomplete16x1x16:
       return "E6 incomplete 16,1,16 (chained and depthwise programs mismatch)";
+    case Erratum::kConcatNoLayerDone:
+      return "E7 CONCAT never completes (no layer_done: later layers and its dispatch never run)";
+    case Erratum::kConcatPixelPadding:
+      return "E8 CONCAT pixel padding (H*W not a multiple of 32/N_SA: inputs shift, data lost)";
+    case Erratum::kPoolAverage:
+      return "E9 POOL average (the mega pool adds with 8-bit wrap-around, no PoolScale)";
+    case Erratum::kPoolGlobalAverage:
+      return "E10 POOL global average (the POOL megablock writes all zeros)";
+    case Erratum::kGblPoolTail:
+      return "E11 TailBlock global pool (unsigned PoolScale product, no clamp to int8)";
+    case Erratum::kResizePaddingPixel:
+      return "E12 RESIZE padding pixel (output H*W not a multiple of 32/N_SA: the first padding "
+             "pixel of each channel is written non-zero)";
   }
   return "unknown erratum";
 }

@@ -49,6 +49,13 @@ enum class Erratum {
   kConvPoolPool,        // conv -> pool -> pool: hangs on 9,4,4, corrupts bytes on 9,8,8
   kOddKernelItr9x4x4,   // 9,4,4: a conv after a conv with odd KernelItr gives wrong output
   kIncomplete16x1x16,   // 16,1,16: some chained and depthwise programs mismatch
+  // The optional blocks (gati.md 14.15, DECISIONS.md 19):
+  kConcatNoLayerDone,   // CONCAT never raises layer_done: nothing after it runs
+  kConcatPixelPadding,  // CONCAT with H*W not a multiple of 32/N_SA drops data
+  kPoolAverage,         // POOL megablock PoolType 1: 8-bit wrapping add, no scale
+  kPoolGlobalAverage,   // POOL megablock PoolType 2: writes all zeros
+  kGblPoolTail,         // TailBlock GblPoolEn: unsigned product, no clamp
+  kResizePaddingPixel,  // RESIZE with output H*W not a multiple of 32/N_SA: padding pixel set
 };
 
 // "E1 tall-image conv hang" etc.: a stable id plus a short name, used in every warning.

@@ -31,6 +31,12 @@ BlockTiming run_concat(LayerContext& ctx) {
   const std::uint64_t n_sa = static_cast<std::uint64_t>(ctx.arch.n_sa);
   const std::uint64_t side = require_nonzero(ctx, kInputs[0].ih, "the image size");
   const std::uint64_t pixels = side * side;
+  const std::uint64_t pixel_group = 32 / n_sa;  // pixels per 32-byte word of one channel group
+  if (pixels % pixel_group != 0)
+    ctx.diag.erratum(ctx.layer_number, Erratum::kConcatPixelPadding,
+                     fmt::format("{}: inputs are {}x{} = {} pixels, not a multiple of 32/N_SA = "
+                                 "{}; the board copies floor(H*W*KN/32) words per input",
+                                 ctx.where(), side, side, pixels, pixel_group));
   std::uint64_t channels = 0, read_bytes = 0;
   std::vector<std::int8_t> planar;
   for (std::uint64_t n = 0; n < inputs; ++n) {

@@ -359,6 +359,11 @@ void conv_dense(const ConvGeometry& g, const Mapping& map, const DenseWeights& w
 }
 
 void check_errata(const LayerContext& ctx, const ConvGeometry& g, const Mapping& map) {
+  if (TailConfig::from(ctx.tail).gbl_pool_en)
+    ctx.diag.erratum(ctx.layer_number, Erratum::kGblPoolTail,
+                     fmt::format("{}: TailBlock GblPoolEn over {}x{} outputs; the board's sum "
+                                 "is multiplied unsigned and not clamped",
+                                 ctx.where(), g.oh, g.ow));
   if (map.mode != ConvMode::kRegular && map.mode != ConvMode::kChannelDuplicate) return;
   if (g.kh == 3 && g.kw == 3 && g.stride == 1 && 2 * g.ih >= 3 * g.iw)
     ctx.diag.erratum(

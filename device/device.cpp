@@ -315,6 +315,11 @@ void Device::run_program() {
   std::uint64_t cycle = timing::run_start_cycles();
   Group group;
   std::optional<LayerHistory> prev, prev2;
+  struct RaggedResize {
+    int layer;
+    std::uint64_t begin, end;
+  };
+  std::vector<RaggedResize> ragged_resizes;
   int expected_layer = 1;
   std::optional<std::uint64_t> total_layers;
   bool finished = false;
@@ -407,6 +412,44 @@ void Device::run_program() {
         prev->opcode == Opcode::CONV && prev->kernel_itr % 2 == 1)
       diag_.erratum(layer, Erratum::kOddKernelItr9x4x4,
                     fmt::format("the previous conv has KernelItr = {}", prev->kernel_itr));
+    if (prev && prev->opcode == Opcode::CONCAT)
+      diag_.erratum(
+          layer, Erratum::kConcatNoLayerDone,
+          fmt::format("layer {} is a CONCAT, so this layer never starts on the board", layer - 1));
+    // A RESIZE output whose pixel padding holds a non-zero byte on the board (gati.md 14.15):
+    // harmless to layers that address pixels by coordinates (CONV, POOL), an erratum for a
+    // layer that streams the region (EltWise, FC, CONCAT, ...) or for a dispatch of it.
+    if (mega_op != Opcode::CONV && mega_op != Opcode::POOL)
+      for (const isa::FieldInfo& f : isa::info(mega_op).fields) {
+        const bool input = f.name.find("Start") != std::string_view::npos &&
+                           (f.name.find("Image") != std::string_view::npos ||
+                            f.name.find("Operand") != std::string_view::npos);
+        if (!input) continue;
+        const std::uint64_t a = group.mega->get(f.id);
+        for (const RaggedResize& r : ragged_resizes)
+          if (a >= r.begin && a < r.end)
+            diag_.erratum(layer, Erratum::kResizePaddingPixel,
+                          fmt::format("{} reads the output of RESIZE layer {}, whose pixel "
+                                      "padding is not 0 on the board",
+                                      isa::qualified_name(f.id), r.layer));
+      }
+    if (mega_op == Opcode::RESIZE) {
+      const std::uint64_t group_pixels = 32 / static_cast<std::uint64_t>(arch.n_sa);
+      const std::uint64_t pixels =
+          4 * group.mega->get(Field::RESIZE_IH) * group.mega->get(Field::RESIZE_IW);
+      if (pixels % group_pixels != 0 && group.output) {
+        const OutputConfig o = OutputConfig::from(*group.output);
+        const std::uint64_t bytes =
+            ceil_mod(group.mega->get(Field::RESIZE_IC), static_cast<std::uint64_t>(arch.n_sa)) *
+            ceil_mod(pixels, group_pixels);
+        ragged_resizes.push_back({layer, o.output_addr, o.output_addr + bytes});
+        if (o.dispatch_en)
+          diag_.erratum(layer, Erratum::kResizePaddingPixel,
+                        fmt::format("the output has {} pixels, not a multiple of 32/N_SA = {}, "
+                                    "and is dispatched: its first padding pixel is not 0",
+                                    pixels, group_pixels));
+      }
+    }
     if (arch == isa::kArch16x1x16 && expected_layer > 1)
       diag_.erratum(layer, Erratum::kIncomplete16x1x16, "a chained layer on 16,1,16");
 

@@ -120,6 +120,17 @@ BlockTiming run_pool(LayerContext& ctx) {
                               "its TailBlock (instruction {}) are ignored",
                               ctx.where(), ctx.tail_index));
 
+  // gati.md 14.15: the v1.0.0 mega pool has neither average nor global average.
+  if (s.type == PoolType::kAverage)
+    ctx.diag.erratum(ctx.layer_number, Erratum::kPoolAverage,
+                     fmt::format("{}: PoolType 1 (average) {}x{}; the board writes 8-bit wrapping "
+                                 "window sums; lower it as a depthwise conv",
+                                 ctx.where(), s.kh, s.kw));
+  if (s.type == PoolType::kGlobalAverage)
+    ctx.diag.erratum(ctx.layer_number, Erratum::kPoolGlobalAverage,
+                     fmt::format("{}: PoolType 2 (global average) over {}x{}; the board writes "
+                                 "zeros; lower it as a depthwise conv",
+                                 ctx.where(), s.ih, s.iw));
   const std::vector<std::int8_t> in =
       read_activation(ctx, Field::POOL_ImageStartAddress, in_addr, in_layout);
   std::vector<std::int32_t> out(ic * out_pixels);

@@ -255,7 +255,10 @@ TEST(PoolProgram, FirstLayerAndAfterConvOnEveryArray) {
           run_program_dispatch(b, in, pack_activation(arch.n_sa, c, h * w, x), 0x9001, &warnings),
           expected_activation(arch.n_sa, c, oh * ow, want))
           << arch.str();
-      EXPECT_TRUE(warnings.empty()) << warnings.front().text();
+      // The intended average is computed; the only warning is the erratum of an average POOL
+      // megablock on v1.0.0 (gati.md 14.15; the empty TailBlock avoids E3).
+      ASSERT_EQ(warnings.size(), 1u);
+      EXPECT_EQ(warnings[0].erratum, erratum_name(Erratum::kPoolAverage));
     }
     // CONV 3x3 (8 -> 6 channels, 9x7) -> POOL max 2x2 stride 2, ceil mode.
     {

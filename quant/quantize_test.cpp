@@ -291,7 +291,7 @@ TEST(QuantizeModels, EveryTestModelQuantizesAndStaysCloseToFloat) {
     QuantizeSummary summary;
     ir::Graph q = quantize(g, samples, QuantizeOptions{}, &summary);
     for (const auto& why : summary.float_nodes) EXPECT_THAT(why, HasSubstr("Resize")) << stem;
-    EXPECT_TRUE(summary.float_nodes.empty() || stem == "upsample")
+    EXPECT_TRUE(summary.float_nodes.empty() || stem == "upsample" || stem == "yolo_like")
         << stem << ": " << ::testing::PrintToString(summary.float_nodes);
     q = onnxio::load_onnx_bytes(onnxio::save_onnx_bytes(q), stem + ".int8.onnx");
     for (int k = 0; k < 3; ++k) {

@@ -4,6 +4,9 @@
 // (docs/compiler.md); prints the share of the model's MACs that run on the device.
 #include "common/error.h"
 #include "compiler/compiler.h"
+#include "compiler/errata_passes.h"
+#include "device/device.h"
+#include "isa/dwp.h"
 #include "onnx/onnx_io.h"
 #include "tools/command_registry.h"
 #include "tools/program_dir.h"
@@ -21,11 +24,36 @@ struct CompileArgs {
   bool explain = false;
 };
 
+// Cycles of each device layer on the device model (timing does not depend on the data, so the
+// inputs are zeros); empty when the program does not run (a refused model never gets here).
+std::vector<std::uint64_t> layer_cycles(const npukit::compiler::CompileResult& r) {
+  try {
+    npukit::Bytes stream = r.gml;
+    for (const auto& name : r.program.inputs) {
+      const auto& t = r.program.tensors.at(name);
+      npukit::isa::append_dwp_packet(stream, t.address, npukit::Bytes(t.bytes, 0));
+    }
+    npukit::isa::append_dwp_start(stream);
+    npukit::device::DeviceConfig cfg;
+    cfg.arch = r.program.arch;
+    npukit::device::Device dev(cfg);
+    dev.receive_dwp(stream);
+    std::vector<std::uint64_t> cycles;
+    for (const auto& l : dev.stats().layers) cycles.push_back(l.timing.cycles);
+    return cycles;
+  } catch (const npukit::Error&) {
+    return {};
+  }
+}
+
 void run(const CompileArgs& a) {
   if (a.program.ramsize_mb == 0) npukit::fail("--ramsize must be at least 1 MB");
   const npukit::ir::Graph model = npukit::onnxio::load_onnx(a.model);
   const auto result = npukit::compiler::compile(model, a.program.compile_options());
-  if (a.explain) std::cout << npukit::compiler::explain(result);
+  if (a.explain) {
+    std::cout << npukit::compiler::explain(result);
+    std::cout << npukit::compiler::explain_errata(result, layer_cycles(result));
+  }
   std::cout << npukit::compiler::mac_share_line(result.manifest) << "\n";
   for (const auto& w : result.ctx.warnings) std::cerr << "npukit compile: warning: " << w << "\n";
   if (a.out_dir.empty()) {

@@ -1,0 +1,41 @@
+// The passes that steer around the v1.0.0 errata of the optional blocks (gati.md 14.15,
+// DECISIONS.md 19), run by lower_unsplit() right after fuse_tail (docs/compiler.md, passes 9a-9c):
+//   9a. pools_as_convs        average / global average pools -> depthwise all-ones convs
+//   9b. lower_concat          concat -> chained 1x1 copy convs (CONCAT never completes)
+//   9c. clear_resize_padding  an identity conv after a RESIZE whose padding pixel is read
+// With --allow-errata they do nothing (today's lowering, for simulation).
+//
+// Each rewritten layer's placement note (ctx.placement, shown by --explain) says which node it
+// replaces, which pass did it and which erratum it avoids; errata_rewrites() reads them back.
+#pragma once
+
+#include "compiler/compiler.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace npukit::compiler {
+
+void pools_as_convs(Context& ctx);
+void lower_concat(Context& ctx);
+void clear_resize_padding(Context& ctx);
+
+struct ErrataRewrite {
+  std::string original, pass, erratum, how;
+  std::vector<std::string> layers;  // the device layers (node names) doing the work now
+};
+
+// Records `layer` (a node made by `pass`) as part of the rewrite of `original`.
+void note_errata_rewrite(Context& ctx, const std::string& layer, const std::string& original,
+                         const std::string& pass, const std::string& erratum,
+                         const std::string& how);
+// The rewrites of the lowering, in the order they were made.
+std::vector<ErrataRewrite> errata_rewrites(const Context& ctx);
+
+// The "Errata rewrites" section of `npukit compile --explain`; `layer_cycles` (per program layer,
+// from a device model run; empty when not run) adds each rewrite's cycle cost.
+std::string explain_errata(const CompileResult& result,
+                           const std::vector<std::uint64_t>& layer_cycles);
+
+}  // namespace npukit::compiler
