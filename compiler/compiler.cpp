@@ -1,6 +1,7 @@
 #include "compiler/compiler.h"
 
 #include "common/error.h"
+#include "compiler/dump.h"
 #include "compiler/errata_passes.h"
 #include "compiler/geometry.h"
 #include "compiler/passes.h"
@@ -8,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iostream>
 #include <map>
 #include <set>
 
@@ -15,58 +17,43 @@ namespace npukit::compiler {
 
 namespace {
 
-// Scale and zero point of every int8 value of a QOperator graph, read off the ops that produce or
-// consume it, so the manifest can tell the runtime how to (de)quantize what crosses the boundary.
-std::map<std::string, QuantInfo> quant_params(const ir::Graph& g) {
-  std::map<std::string, QuantInfo> q;
-  auto take = [&](const ir::Node& n, const std::string& value, std::size_t s, std::size_t z) {
-    if (value.empty() || s >= n.inputs.size() || q.count(value)) return;
-    const ir::Tensor* st = g.find(n.inputs[s]);
-    if (!st || !st->is_constant()) return;
-    const auto sv = constant_values(*st);
-    if (sv.size() != 1) return;
-    QuantInfo info{sv[0], 0};
-    if (z < n.inputs.size() && !n.inputs[z].empty())
-      if (const ir::Tensor* zt = g.find(n.inputs[z]); zt && zt->is_constant())
-        info.zero_point = static_cast<std::int64_t>(constant_values(*zt).at(0));
-    q[value] = info;
-  };
-  for (int round = 0; round < 2; ++round) {
-    for (const auto& n : g.nodes) {
-      const auto& op = n.op_type;
-      const auto in = [&](std::size_t i) {
-        return i < n.inputs.size() ? n.inputs[i] : std::string();
-      };
-      const std::string out = n.outputs.empty() ? "" : n.outputs[0];
-      if (op == "QuantizeLinear")
-        take(n, out, 1, 2);
-      else if (op == "DequantizeLinear")
-        take(n, in(0), 1, 2);
-      else if (op == "QLinearConv")
-        take(n, in(0), 1, 2), take(n, out, 6, 7);
-      else if (op == "QGemm")
-        take(n, in(0), 1, 2), take(n, out, 7, 8);
-      else if (op == "QLinearMatMul")
-        take(n, in(0), 1, 2), take(n, out, 6, 7);
-      else if (op == "QLinearAdd" || op == "QLinearMul")
-        take(n, in(0), 1, 2), take(n, in(3), 4, 5), take(n, out, 6, 7);
-      else if (op == "QLinearSigmoid" || op == "QLinearLeakyRelu" || op == "QLinearAveragePool" ||
-               op == "QLinearGlobalAveragePool")
-        take(n, in(0), 1, 2), take(n, out, 3, 4);
-      else if (op == "QLinearConcat") {
-        take(n, out, 0, 1);
-        for (std::size_t k = 2; k + 2 < n.inputs.size() + 1 && k < n.inputs.size(); k += 3)
-          take(n, in(k), k + 1, k + 2);
-      } else if ((op == "MaxPool" || op == "Relu" || op == "Clip" || op == "Flatten" ||
-                  op == "Reshape" || op == "Resize") &&
-                 q.count(in(0)) && !q.count(out))
-        q[out] = q[in(0)];
-    }
+using Pass = void (*)(Context&);
+
+// Runs one named pass and, when --dump-after names it (or "all"), prints the graph it left.
+void run(Context& ctx, const char* name, Pass pass) {
+  pass(ctx);
+  const auto& want = ctx.options.dump_after;
+  if (std::find(want.begin(), want.end(), name) != want.end() ||
+      std::find(want.begin(), want.end(), "all") != want.end()) {
+    std::ostream& out = ctx.options.dump_to ? *ctx.options.dump_to : std::cerr;
+    out << "; after " << name << "\n" << dump_graph(ctx) << std::flush;
   }
-  return q;
 }
 
 }  // namespace
+
+const std::vector<std::string>& graph_pass_names() {
+  static const std::vector<std::string> names = {"remove_noops",
+                                                 "reduce_mean_to_pool",
+                                                 "fuse_batchnorm",
+                                                 "normalize_quantization",
+                                                 "canonicalize_qdq",
+                                                 "quant_params",
+                                                 "check_shapes",
+                                                 "assign_devices",
+                                                 "partition",
+                                                 "legalize_host_ops",
+                                                 "lower_to_gati",
+                                                 "fuse_tail",
+                                                 "pools_as_convs",
+                                                 "lower_concat",
+                                                 "clear_resize_padding",
+                                                 "transpose_tall_images",
+                                                 "split_kernels",
+                                                 "pad_kernel_iterations",
+                                                 "check_limits"};
+  return names;
+}
 
 ir::Graph extract_subgraph(const ir::Graph& graph, const std::vector<std::string>& names,
                            const std::vector<std::string>& outputs, const std::string& name) {
@@ -100,30 +87,40 @@ Context lower_unsplit(const ir::Graph& model, const CompileOptions& options) {
   Context ctx;
   ctx.options = options;
   ctx.graph = model;
-  fuse_batchnorm(ctx);
-  normalize_quantization(ctx);
-  canonicalize_qdq(ctx);
-  ctx.quantization = quant_params(ctx.graph);
-  check_shapes(ctx);
-  assign_devices(ctx);
-  partition(ctx);
-  legalize_host_ops(ctx);
-  lower_to_gati(ctx);
-  fuse_tail(ctx);
-  pools_as_convs(ctx);
-  lower_concat(ctx);
-  clear_resize_padding(ctx);
-  transpose_tall_images(ctx);
-  partition(ctx);  // the lowered nodes' segments
+  for (const auto& name : options.dump_after)
+    if (name != "all" && std::find(graph_pass_names().begin(), graph_pass_names().end(), name) ==
+                             graph_pass_names().end())
+      fail("--dump-after '{}': no such graph pass (passes: all, {})", name, [] {
+        std::string s;
+        for (const auto& n : graph_pass_names()) s += (s.empty() ? "" : ", ") + n;
+        return s;
+      }());
+  run(ctx, "remove_noops", remove_noops);
+  run(ctx, "reduce_mean_to_pool", reduce_mean_to_pool);
+  run(ctx, "fuse_batchnorm", fuse_batchnorm);
+  run(ctx, "normalize_quantization", normalize_quantization);
+  run(ctx, "canonicalize_qdq", canonicalize_qdq);
+  run(ctx, "quant_params", quant_params);
+  run(ctx, "check_shapes", check_shapes);
+  run(ctx, "assign_devices", assign_devices);
+  run(ctx, "partition", partition);
+  run(ctx, "legalize_host_ops", legalize_host_ops);
+  run(ctx, "lower_to_gati", lower_to_gati);
+  run(ctx, "fuse_tail", fuse_tail);
+  run(ctx, "pools_as_convs", pools_as_convs);
+  run(ctx, "lower_concat", lower_concat);
+  run(ctx, "clear_resize_padding", clear_resize_padding);
+  run(ctx, "transpose_tall_images", transpose_tall_images);
+  run(ctx, "partition", partition);  // the lowered nodes' segments
   return ctx;
 }
 
 Context lower(const ir::Graph& model, const CompileOptions& options) {
   Context ctx = lower_unsplit(model, options);
-  split_kernels(ctx);
-  pad_kernel_iterations(ctx);
-  check_limits(ctx);
-  partition(ctx);
+  run(ctx, "split_kernels", split_kernels);
+  run(ctx, "pad_kernel_iterations", pad_kernel_iterations);
+  run(ctx, "check_limits", check_limits);
+  run(ctx, "partition", partition);
   return ctx;
 }
 

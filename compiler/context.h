@@ -7,6 +7,7 @@
 #include "isa/arch.h"
 
 #include <cstdint>
+#include <iosfwd>
 #include <map>
 #include <string>
 #include <vector>
@@ -24,6 +25,9 @@ struct CompileOptions {
   // Emit programs that hit known v1.0.0 errata (gati.md 14.6) instead of refusing; for
   // simulation-only work (DECISIONS.md 18).
   bool allow_errata = false;
+  // Print the graph after these passes (graph_pass_names(), or "all"), to dump_to or stderr.
+  std::vector<std::string> dump_after;
+  std::ostream* dump_to = nullptr;
 };
 
 enum class Placement { kHost, kDevice };

@@ -113,7 +113,11 @@ DeviceProgram collect_device_program(const Context& ctx) {
       it->second.last_used_at = index;
     }
     const ir::Tensor& out = g.tensor(n.outputs.at(0));
-    DeviceTensor d = make_tensor(out, n.op_type == "GatiFC");
+    // An EltWise on an FC vector (an FC's activation left unfused, e.g. --dispatch FC_LAYER)
+    // works on the vector's bytes as they are and writes a vector.
+    const bool vector_eltwise =
+        n.op_type == "GatiEltwise" && prog.tensors.at(reads.at(0)).kind == TensorKind::kVector;
+    DeviceTensor d = make_tensor(out, n.op_type == "GatiFC" || vector_eltwise);
     d.produced_at = index;
     d.last_used_at = index;
     prog.tensors[out.name] = d;

@@ -28,10 +28,12 @@ std::map<std::string, ir::Tensor> random_inputs(const ir::Graph& g, unsigned see
 }
 
 void expect_device_equals_reference(const ir::Graph& g, const isa::SaArch& arch, unsigned seed = 1,
-                                    bool allow_errata = false) {
+                                    bool allow_errata = false,
+                                    std::vector<std::string> dispatch = {}) {
   CompileOptions opt;
   opt.arch = arch;
   opt.allow_errata = allow_errata;
+  opt.dispatch = std::move(dispatch);
   const CompileResult r = compile(g, opt);
   const auto inputs = random_inputs(g, seed);
   const auto dev = testing::run_on_device(r, inputs);
@@ -85,7 +87,9 @@ TEST(EndToEnd, CnnOn9x8x8And9x4x4) {
 
 TEST(EndToEnd, CnnOn16x1x16WithErrataAllowed) {
   // 16,1,16 chained and depthwise programs are v1.0.0 errata: refused by default.
-  EXPECT_THROW(compile(cnn(3), CompileOptions{isa::kArch16x1x16, {}, 512, false}), Error);
+  CompileOptions hw;
+  hw.arch = isa::kArch16x1x16;
+  EXPECT_THROW(compile(cnn(3), hw), Error);
   expect_device_equals_reference(cnn(3), isa::kArch16x1x16, 3, true);
 }
 
@@ -116,6 +120,45 @@ TEST(EndToEnd, ConvFlattenFcReluFc) {
   b.g.outputs = {"fc2"};
   expect_device_equals_reference(b.g, isa::kArch9x8x8, 21);
   expect_device_equals_reference(b.g, isa::kArch9x4x4, 22);
+  // Dispatching the FC layer by name keeps its ReLU out of its tail: the ReLU becomes an EltWise
+  // on the FC's output vector (a bug once: the EltWise read it as a 40-channel image).
+  expect_device_equals_reference(b.g, isa::kArch9x8x8, 23, false, {"fc1"});
+  expect_device_equals_reference(b.g, isa::kArch9x4x4, 24, false, {"fc1"});
+  expect_device_equals_reference(b.g, isa::kArch16x1x16, 25, true, {"fc1"});
+}
+
+TEST(EndToEnd, GroupedConvAsBlockDiagonalWeightsEqualsTheGroupedConv) {
+  // regnet/resnext-style grouped 3x3 convs (groups 2 and 4, then 8 with 2 channels per group)
+  // with a ReLU, lowered to regular convs with block-diagonal weights. The device is compared
+  // with the reference running the lowered graph and, independently of the weight expansion, with
+  // the reference running the GatiConvs with the original grouped weights and `group`.
+  for (const std::int64_t groups : {2, 4, 8}) {
+    GraphBuilder b;
+    b.input("x", ir::DType::kInt8, {1, 16, 7, 7});
+    const std::int64_t cg = 16 / groups;
+    auto c = b.qconv("gconv", "x", 0.05f, random_int8(static_cast<std::size_t>(24 * cg * 9), 41),
+                     {24, cg, 3, 3}, 0.01f, 0.1f, bias(24, 42), {1, 1, 1, 1}, 1, groups);
+    auto r = b.relu("relu", c);
+    b.g.outputs = {r};
+    for (const isa::SaArch& arch : isa::kSupportedArchs) {
+      expect_device_equals_reference(b.g, arch, 43, arch == isa::kArch16x1x16);
+      CompileOptions opt;
+      opt.arch = arch;
+      opt.allow_errata = arch == isa::kArch16x1x16;
+      CompileResult res = compile(b.g, opt);
+      const auto inputs = random_inputs(b.g, 43);
+      const auto dev = testing::run_on_device(res, inputs);
+      Context grouped = res.ctx;
+      for (auto& n : grouped.graph.nodes)
+        if (n.name == "gconv") {
+          ASSERT_EQ(n.get_int("group", 0), 1);
+          n.inputs[1] = "gconv_w";
+          n.attributes["group"] = groups;
+        }
+      const auto ref = testing::run_on_reference(grouped, res.program, inputs);
+      EXPECT_EQ(dev.at(r), ref.at(r)) << "groups " << groups << " on " << arch.str();
+    }
+  }
 }
 
 TEST(EndToEnd, ResidualAddSigmoidLeakyConcatResize) {

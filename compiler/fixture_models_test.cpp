@@ -85,7 +85,9 @@ TEST_P(FloatModels, QuantizedCompiledAndBitExactOnTheDevice) {
     // worked around by padding kernels, tall inputs by running transposed, and no fixture has
     // conv-pool-pool.
     if (arch != isa::kArch16x1x16) {
-      EXPECT_NO_THROW(compile(q, CompileOptions{arch, {}, 512, false}));
+      CompileOptions hw;
+      hw.arch = arch;
+      EXPECT_NO_THROW(compile(q, hw));
     }
     const Outcome o = check(q, samples, arch);
     EXPECT_GT(o.device_layers, 0u) << arch.str();

@@ -89,11 +89,16 @@ std::string why_not_on_device(const ir::Graph& g, const ir::Node& n, const Compi
     const auto ap = n.get_string("auto_pad", "NOTSET");
     if (ap != "NOTSET" && ap != "VALID")
       return "auto_pad " + ap + " is not resolved to explicit pads; re-export with explicit pads";
+    if (w->shape[3] > opt.arch.rows)  // split_kernels cuts rows only: v16 has no column skip
+      return "kernel " + std::to_string(w->shape[2]) + "x" + std::to_string(w->shape[3]) +
+             " is wider than the " + opt.arch.str() + " array has rows (" +
+             std::to_string(opt.arch.rows) +
+             "); a piece of a split kernel keeps all its columns (v16 has no column skip)";
     const std::int64_t group = n.get_int("group", 1);
     const ir::Tensor* xt = g.find(x);
-    if (group != 1 && !(group == xt->shape[1] && group == w->shape[0] && w->shape[1] == 1))
-      return "grouped convolution with group " + std::to_string(group) +
-             " (only regular and depthwise convs run on the Gati)";
+    if (group < 1 || xt->shape[1] % group != 0 || w->shape[0] % group != 0 ||
+        w->shape[1] * group != xt->shape[1])
+      return "group " + std::to_string(group) + " does not divide the channels and kernels";
     if (!scalar_constant(g, n.inputs[4]))
       return "per-channel weight scales (requantize per tensor with npukit quantize)";
     return {};

@@ -1,5 +1,6 @@
 // assign_devices: which nodes could run on the Gati and why (partition then cuts the segments).
 #include "common/error.h"
+#include "compiler/compiler.h"
 #include "compiler/passes.h"
 #include "compiler/test_graphs.h"
 
@@ -73,15 +74,46 @@ TEST(AssignDevices, ReasonsForUnsupportedInt8Ops) {
   EXPECT_THROW(assign_devices(ctx), Error);
 }
 
-TEST(AssignDevices, DilatedAndGroupedConvsStayOnTheHost) {
+TEST(AssignDevices, DilatedConvsStayOnTheHostGroupedConvsDoNot) {
   GraphBuilder b;
   b.input("x", ir::DType::kInt8, {1, 4, 6, 6});
   b.qconv("conv", "x", 0.1f, std::vector<std::int8_t>(4 * 2 * 9, 1), {4, 2, 3, 3}, 0.01f, 0.2f, {},
           {1, 1, 1, 1}, 1, 2);
-  EXPECT_NE(why_not_on_device(b.g, b.g.nodes[0], {}).find("grouped"), std::string::npos);
+  EXPECT_EQ(why_not_on_device(b.g, b.g.nodes[0], {}), "");  // lowered with block-diagonal weights
+  b.g.nodes[0].attributes["group"] = std::int64_t{3};
+  EXPECT_NE(why_not_on_device(b.g, b.g.nodes[0], {}).find("does not divide"), std::string::npos);
   b.g.nodes[0].attributes["group"] = std::int64_t{1};
   b.g.nodes[0].attributes["dilations"] = std::vector<std::int64_t>{2, 2};
   EXPECT_NE(why_not_on_device(b.g, b.g.nodes[0], {}).find("dilat"), std::string::npos);
+}
+
+TEST(AssignDevices, KernelWiderThanTheArrayRunsOnTheHostNotRefused) {
+  // alexnet's first conv (11x11, stride 4): split_kernels cuts rows, never columns, so on a
+  // 9-row array the conv runs on the host and the rest of the model still compiles.
+  GraphBuilder b;
+  b.input("x", ir::DType::kInt8, {1, 3, 27, 27});
+  auto c1 = b.qconv("wide", "x", 0.05f, testing::random_int8(8 * 3 * 121, 7), {8, 3, 11, 11}, 0.01f,
+                    0.1f, {}, {2, 2, 2, 2}, 4);
+  auto c2 = b.qconv("conv", c1, 0.1f, testing::random_int8(8 * 8 * 9, 8), {8, 8, 3, 3}, 0.01f, 0.1f,
+                    {}, {1, 1, 1, 1});
+  b.g.outputs = {c2};
+  Context ctx;
+  ctx.graph = b.g;
+  assign_devices(ctx);
+  EXPECT_FALSE(ctx.on_device("wide"));
+  EXPECT_NE(ctx.placement["wide"].reason.find("wider than the 9,8,8 array has rows"),
+            std::string::npos)
+      << ctx.placement["wide"].reason;
+  EXPECT_TRUE(ctx.on_device("conv"));
+  const CompileResult r = compile(b.g, {});
+  EXPECT_EQ(r.program.layers.size(), 1u);
+  EXPECT_FALSE(r.ctx.on_device("wide"));  // a host segment before the device one
+  // On 16,1,16 (16 rows) the 11x11 kernel fits the rows and is split into bands on the device.
+  Context wide;
+  wide.graph = b.g;
+  wide.options.arch = isa::kArch16x1x16;
+  assign_devices(wide);
+  EXPECT_TRUE(wide.on_device("wide"));
 }
 
 }  // namespace

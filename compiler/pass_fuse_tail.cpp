@@ -1,18 +1,19 @@
 // Pass 8, fuse_tail: a megablock's TailBlock quantizes, applies ReLU/Clip/LeakyReLU and (CONV
 // only) a global average pool in one pass (gati.md 7.2). So a GatiConv/GatiFC/GatiEltwise whose
 // only consumer is
-//   * a pure activation (the single-operand GatiEltwise "add" that lower_to_gati makes of Relu,
-//     Clip and QLinearLeakyRelu), or
+//   * a pure activation (the single-operand GatiEltwise "add" that lower_to_gati makes of Relu
+//     and Clip), or
 //   * (GatiConv, with --allow-errata only: GblPoolEn is a v1.0.0 erratum) a global average
 //     GatiPool,
 // absorbs it: one megablock instead of two, and no DRAM round trip.
 //
 // A pure activation also rescales by r = a_scale * quant_scale / 2^(quant_shift + 10). When
-// r == 1 (Relu/Clip) the fused result is bit-identical to the unfused pair. When r != 1
-// (QLinearLeakyRelu with different input and output scales) the producer's multiplier becomes
-// M * r: ReLU, Clip and LeakyReLU are positively homogeneous, so this is the same real function
-// with one rounding instead of two. The global pool's formula is the tail's own, so that fusion
-// is always exact.
+// r == 1 (Relu/Clip) the fused result is bit-identical to the unfused pair. When r != 1 (a
+// rescaling activation) the producer's multiplier becomes M * r: ReLU, Clip and LeakyReLU are
+// positively homogeneous, so this is the same real function with one rounding instead of two.
+// (QLinearLeakyRelu no longer reaches here as a tail activation: lower_to_gati makes it two
+// EltWise adds that match onnxruntime.) The global pool's formula is the tail's own, so that
+// fusion is always exact.
 #include "common/error.h"
 #include "compiler/passes.h"
 

@@ -212,11 +212,22 @@ struct Gen {
     const auto op = n.get_string("op", "add");
     auto it = kTypes.find(op);
     if (it == kTypes.end()) fail("layer '{}': unknown EltWise op '{}'", n.name, op);
+    // A vector operand (ceil_mod(K, 32) bytes, an FC's output) is read as an image of N_SA
+    // channels and bytes / N_SA pixels: that layout (gati.md 6.1) covers exactly the same bytes
+    // with no padding, and an element-wise op does not care where its elements sit.
+    std::int64_t ic = a.c, ih = a.h, iw = a.w;
+    if (a.kind == TensorKind::kVector || b.kind == TensorKind::kVector) {
+      if (a.kind != b.kind || a.bytes != b.bytes || out.kind != TensorKind::kVector)
+        fail("layer '{}': an EltWise cannot mix an FC vector with an image", n.name);
+      ic = prog.arch.n_sa;
+      ih = 1;
+      iw = static_cast<std::int64_t>(a.bytes) / prog.arch.n_sa;
+    }
     Instruction e(Opcode::EltWise);
     e.set(Field::EltWise_EltType, u(static_cast<int>(it->second)))
-        .set(Field::EltWise_IW, u(a.w))
-        .set(Field::EltWise_IH, u(a.h))
-        .set(Field::EltWise_IC, u(a.c))
+        .set(Field::EltWise_IW, u(iw))
+        .set(Field::EltWise_IH, u(ih))
+        .set(Field::EltWise_IC, u(ic))
         .set(Field::EltWise_LeftOperandStartAddress, a.address)
         .set(Field::EltWise_LeftOperandEndAddress, end_of(a))
         .set(Field::EltWise_RightOperandStartAddress, b.address)
@@ -227,7 +238,7 @@ struct Gen {
         .set_signed(Field::EltWise_BZeroPoint, n.get_int("b_zero_point", 0));
     layer.instructions.push_back(e);
     layer.instructions.push_back(output_block(
-        layer, out, static_cast<std::int64_t>(ceil_div(a.c, prog.arch.n_sa)), 1, a.h, a.w, false));
+        layer, out, static_cast<std::int64_t>(ceil_div(ic, prog.arch.n_sa)), 1, ih, iw, false));
     layer.instructions.push_back(tail_block(layer, n));
   }
 

@@ -15,7 +15,10 @@
 #include "common/error.h"
 #include "compiler/passes.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 namespace npukit::compiler {
@@ -73,6 +76,99 @@ std::vector<std::int8_t> transposed(const ir::Tensor& w) {  // [K, M] -> [M, K]
   return out;
 }
 
+bool is_depthwise(const ir::Graph& g, const ir::Node& n) {
+  const std::int64_t group = n.get_int("group", 1);
+  const ir::Tensor& w = g.tensor(n.inputs[3]);
+  const ir::Tensor& x = g.tensor(n.inputs[0]);
+  return group == x.shape[1] && group == w.shape[0] && w.shape[1] == 1;
+}
+
+// [KN, C/group, KH, KW] grouped weights -> [KN, C, KH, KW] with kernel k's weights at input
+// channels of its group and 0 elsewhere.
+std::string block_diagonal(ir::Graph& g, const std::string& weights, std::int64_t group,
+                           const std::string& layer) {
+  const ir::Tensor& w = g.tensor(weights);
+  const std::int64_t kn = w.shape[0], cg = w.shape[1], kh = w.shape[2], kw = w.shape[3];
+  const std::int64_t c = cg * group, kng = kn / group, area = kh * kw;
+  std::vector<std::int8_t> out(static_cast<std::size_t>(kn * c * area), 0);
+  const auto* src = w.as<std::int8_t>();
+  for (std::int64_t k = 0; k < kn; ++k) {
+    const std::int64_t c0 = (k / kng) * cg;
+    for (std::int64_t i = 0; i < cg * area; ++i)
+      out[static_cast<std::size_t>(k * c * area + c0 * area + i)] = src[k * cg * area + i];
+  }
+  return add_constant(g, layer + "_weight_block_diagonal", ir::DType::kInt8, {kn, c, kh, kw},
+                      out.data());
+}
+
+// onnxruntime's QLinearLeakyRelu is a 256-entry lookup table built in float32: dequantize,
+// leaky, divide by the output scale, round half to even, saturate (zero points are 0 here).
+std::int8_t ort_leaky(int x, float sx, float sy, float alpha) {
+  volatile float v = static_cast<float>(x) * sx;  // volatile: float32 steps, as onnxruntime
+  volatile float l = v >= 0 ? v : v * alpha;
+  volatile float q = l / sy;
+  const float r = std::nearbyint(q);
+  return static_cast<std::int8_t>(std::clamp(r, -128.0f, 127.0f));
+}
+
+std::int64_t round_shift(std::int64_t v, std::int64_t s) {
+  return s == 0 ? v : (v + (std::int64_t{1} << (s - 1))) >> s;
+}
+
+// y = clamp8(rshift(rshift((x A + relu(x) B) QuantScale, QuantShift), 10)): the EltWise add of
+// x and r = relu(x) (docs/ref-ops.md, GatiEltwise).
+std::int8_t device_leaky(int x, std::int64_t a, std::int64_t b, const ScaleShift& q) {
+  const std::int64_t v = static_cast<std::int64_t>(x) * a + std::max(x, 0) * b;
+  const std::int64_t y = round_shift(round_shift(v * q.scale, q.shift), 10);
+  return static_cast<std::int8_t>(std::clamp<std::int64_t>(y, -128, 127));
+}
+
+// The EltWise scales and quantizer for LeakyRelu(x) = alpha x + (1 - alpha) relu(x): nominally
+// A = alpha 2^P, B = (1 - alpha) 2^P (P <= 17, the largest with both in 18 bits) and
+// QuantScale / 2^QuantShift = s_x 2^(10 - P) / s_y. Where onnxruntime's value is a tie in exact
+// arithmetic (s_x = s_y, alpha = 0.1: x = -15 gives -1.5), its float32 steps decide the rounding;
+// so the integers within a few steps of the nominal ones are tried on all 256 inputs and the set
+// that agrees with onnxruntime's table on the most inputs is taken (the nominal one on ties).
+struct LeakyParams {
+  std::int64_t a = 0, b = 0;
+  ScaleShift q;
+  int mismatches = 0;
+};
+
+LeakyParams leaky_params(float sx, float sy, float alpha) {
+  int p = 17;
+  while (p > 0 && (std::fabs(std::ldexp(static_cast<double>(alpha), p)) > 131068 ||
+                   std::fabs(std::ldexp(1.0 - alpha, p)) > 131068))
+    --p;
+  const auto a0 =
+      static_cast<std::int64_t>(std::llround(std::ldexp(static_cast<double>(alpha), p)));
+  const std::int64_t b0 = (std::int64_t{1} << p) - a0;
+  const ScaleShift q0 = choose_scale_shift(
+      static_cast<double>(sx) / static_cast<double>(sy) * std::ldexp(1.0, 10 - p),
+      "LeakyRelu requantization");
+  std::array<std::int8_t, 256> want{};
+  for (int x = -128; x < 128; ++x)
+    want[static_cast<std::size_t>(x + 128)] = ort_leaky(x, sx, sy, alpha);
+  LeakyParams best;
+  best.mismatches = 1 << 30;
+  std::int64_t best_distance = 0;
+  for (std::int64_t da = -3; da <= 3; ++da)
+    for (std::int64_t db = -3; db <= 3; ++db)
+      for (std::int64_t dq = -3; dq <= 3; ++dq) {
+        ScaleShift q{q0.scale + dq, q0.shift};
+        if (q.scale < 1 || q.scale > 32767) continue;
+        int miss = 0;
+        for (int x = -128; x < 128; ++x)
+          miss += device_leaky(x, a0 + da, b0 + db, q) != want[static_cast<std::size_t>(x + 128)];
+        const std::int64_t distance = std::abs(da) + std::abs(db) + std::abs(dq);
+        if (miss < best.mismatches || (miss == best.mismatches && distance < best_distance)) {
+          best = {a0 + da, b0 + db, q, miss};
+          best_distance = distance;
+        }
+      }
+  return best;
+}
+
 }  // namespace
 
 void lower_to_gati(Context& ctx) {
@@ -89,14 +185,21 @@ void lower_to_gati(Context& ctx) {
     if (op == "QLinearConv") {
       ir::Node c = gati(n, "GatiConv");
       c.inputs = {n.inputs[0], n.inputs[3], n.inputs.size() > 8 ? n.inputs[8] : ""};
-      const ir::Tensor& w = g.tensor(n.inputs[3]);
+      std::int64_t group = n.get_int("group", 1);
+      if (group != 1 && !is_depthwise(g, n)) {
+        // Grouped (regnet, resnext): one regular conv with block-diagonal weights, exact since
+        // the added weights are 0 (docs/compiler.md, "Grouped convolution").
+        c.inputs[1] = block_diagonal(g, n.inputs[3], group, n.name);
+        group = 1;
+      }
+      const ir::Tensor& w = g.tensor(c.inputs[1]);
       const auto pads = n.get_string("auto_pad", "NOTSET") == "VALID"
                             ? std::vector<std::int64_t>{0, 0, 0, 0}
                             : n.get_ints("pads", {0, 0, 0, 0});
       c.attributes["kernel_shape"] = std::vector<std::int64_t>{w.shape[2], w.shape[3]};
       c.attributes["strides"] = n.get_ints("strides", {1, 1});
       c.attributes["pads"] = pads;
-      c.attributes["group"] = n.get_int("group", 1);
+      c.attributes["group"] = group;
       const double m = constant_float(g, n, 1) * constant_float(g, n, 4) / constant_float(g, n, 6);
       set_tail(c, choose_scale_shift(m, what));
       out.push_back(std::move(c));
@@ -156,12 +259,39 @@ void lower_to_gati(Context& ctx) {
       set_tail(e, choose_scale_shift(1.0 / constant_float(g, n, 3), what));
       out.push_back(std::move(e));
     } else if (op == "QLinearLeakyRelu") {
-      ir::Node e =
-          rescale(n, n.inputs[0], n.outputs[0], constant_float(g, n, 1), constant_float(g, n, 3));
-      e.attributes["act"] = std::string("leaky");
-      e.attributes["neg_alpha"] =
-          std::clamp<std::int64_t>(std::llround(n.get_float("alpha", 0.01f) * 256.0), 0, 1023);
-      e.attributes["pos_alpha"] = std::int64_t{256};
+      const double alpha = n.get_float("alpha", 0.01f);
+      const double sx = constant_float(g, n, 1), sy = constant_float(g, n, 3);
+      // The tail's LeakyReLU floors (alpha_q8 * y) >> 8 after requantizing, one LSB below
+      // onnxruntime's round(alpha x s_x / s_y) on about a third of the negative values. Exact
+      // instead: LeakyRelu(x) = alpha x + (1 - alpha) relu(x), so one identity EltWise makes
+      // r = relu(x) and a second adds x * A + r * B with A ~ alpha 2^P, B = 2^P - A, requantized
+      // once with rounding (docs/ref-ops.md, "LeakyReLU"). The producer of x keeps its own
+      // output scale, so x is what onnxruntime's QLinearConv gives.
+      const std::string x = n.inputs[0];
+      ir::Tensor rt = g.tensor(x);
+      rt.name = unique_name(g, n.name + "_relu");
+      rt.data.clear();
+      g.tensors[rt.name] = rt;
+      ir::Node r = rescale(n, x, rt.name, 1.0, 1.0);
+      r.name = rt.name;
+      r.attributes["act"] = std::string("relu");
+      ctx.place(r.name, Placement::kDevice,
+                "relu(x) for the exact LeakyReLU '" + n.name + "' (lower_to_gati)");
+      if (!std::isfinite(alpha) || std::fabs(alpha) > 1000)
+        fail("{}: alpha {} is outside what the EltWise scales can express", what, alpha);
+      const LeakyParams lp =
+          leaky_params(static_cast<float>(sx), static_cast<float>(sy), static_cast<float>(alpha));
+      ir::Node e = gati(n, "GatiEltwise");
+      e.inputs = {x, rt.name};
+      e.attributes["op"] = std::string("add");
+      e.attributes["a_scale"] = lp.a;
+      e.attributes["b_scale"] = lp.b;
+      set_tail(e, lp.q);
+      if (lp.mismatches > 0)
+        ctx.warnings.push_back(fmt::format(
+            "{}: LeakyReLU differs from onnxruntime's lookup table on {} of 256 int8 inputs", what,
+            lp.mismatches));
+      out.push_back(std::move(r));
       out.push_back(std::move(e));
     } else if (op == "Relu" || op == "Clip") {
       // Standalone (fuse_tail folds it into the producing megablock when it can): an identity

@@ -2,11 +2,14 @@
 // step over the graph, in its own file, readable and testable alone).
 //
 //  front end (ir::Graph -> ir::Graph, ONNX ops)
+//   0. remove_noops          Identity, same-type Cast, all-zero Pad, 1x1 stride-1 pools dropped
+//  0b. reduce_mean_to_pool   ReduceMean over H and W -> GlobalAveragePool (+ Flatten)
 //   1. fuse_batchnorm        float Conv + BatchNormalization -> Conv with folded weights/bias
 //   2. normalize_quantization  every quantized tensor into the native scheme (DECISIONS.md 5):
 //                            uint8/zero-point activations and per-channel weights requantized,
 //                            foreign QOperator nodes through their QDQ form
 //   3. canonicalize_qdq      DequantizeLinear -> float op -> QuantizeLinear -> QOperator op
+//  3b. quant_params          every int8 value's scale and zero point (ctx.quantization)
 //   4. check_shapes          every value a device candidate touches has a known static shape
 //   5. assign_devices        which nodes the Gati could run and which the host must, and why
 //   6. partition             the ordered host/device segments (a segment index per node), small
@@ -32,9 +35,12 @@
 
 namespace npukit::compiler {
 
+void remove_noops(Context& ctx);
+void reduce_mean_to_pool(Context& ctx);
 void fuse_batchnorm(Context& ctx);
 void normalize_quantization(Context& ctx);
 void canonicalize_qdq(Context& ctx);
+void quant_params(Context& ctx);
 void check_shapes(Context& ctx);
 void assign_devices(Context& ctx);
 void partition(Context& ctx);
@@ -54,6 +60,9 @@ std::uint64_t device_bytes_of(const ir::Tensor& t, const isa::SaArch& arch);
 std::uint64_t dwp_cycles(std::uint64_t bytes);
 std::uint64_t dispatch_cycles(std::uint64_t bytes);
 std::uint64_t segment_start_cycles();
+
+// The graph passes in compile() order (the names --dump-after takes).
+const std::vector<std::string>& graph_pass_names();
 
 // The ops assign_devices may put on the device: QOperator/int8 ONNX ops that lower_to_gati
 // knows. Returns an empty string when `n` can run on the Gati, else why not.

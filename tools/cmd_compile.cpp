@@ -1,5 +1,5 @@
 // npukit compile model.onnx -o DIR [--sa-arch 9,8,8] [--dispatch L1,L2] [--ramsize MB]
-//                                 [--allow-errata] [--explain]
+//                                 [--allow-errata] [--explain] [--dump-after PASS,...]
 // Writes DIR/model.gml, DIR/manifest.json and DIR/segmentN_host.onnx for every host segment
 // (docs/compiler.md); prints the share of the model's MACs that run on the device.
 #include "common/error.h"
@@ -22,6 +22,7 @@ struct CompileArgs {
   std::string model, out_dir;
   npukit::tools::ProgramOptions program;
   bool explain = false;
+  std::vector<std::string> dump_after;
 };
 
 // Cycles of each device layer on the device model (timing does not depend on the data, so the
@@ -49,7 +50,10 @@ std::vector<std::uint64_t> layer_cycles(const npukit::compiler::CompileResult& r
 void run(const CompileArgs& a) {
   if (a.program.ramsize_mb == 0) npukit::fail("--ramsize must be at least 1 MB");
   const npukit::ir::Graph model = npukit::onnxio::load_onnx(a.model);
-  const auto result = npukit::compiler::compile(model, a.program.compile_options());
+  auto options = a.program.compile_options();
+  options.dump_after = a.dump_after;
+  options.dump_to = &std::cout;
+  const auto result = npukit::compiler::compile(model, options);
   if (a.explain) {
     std::cout << npukit::compiler::explain(result);
     std::cout << npukit::compiler::explain_errata(result, layer_cycles(result));
@@ -57,8 +61,9 @@ void run(const CompileArgs& a) {
   std::cout << npukit::compiler::mac_share_line(result.manifest) << "\n";
   for (const auto& w : result.ctx.warnings) std::cerr << "npukit compile: warning: " << w << "\n";
   if (a.out_dir.empty()) {
-    if (!a.explain)
-      npukit::fail("give an output directory with -o DIR (or --explain to only print)");
+    if (!a.explain && a.dump_after.empty())
+      npukit::fail(
+          "give an output directory with -o DIR (or --explain / --dump-after to only print)");
     return;
   }
   npukit::tools::write_program_dir(result, a.out_dir);
@@ -78,6 +83,10 @@ const npukit::tools::CommandRegistrar kReg{
       npukit::tools::add_program_options(sub, args->program);
       sub.add_flag("--explain", args->explain,
                    "print each layer's placement and why, its instructions and DRAM footprint");
+      sub.add_option("--dump-after", args->dump_after,
+                     "print the graph after these passes (compiler/passes.h names, or all), like "
+                     "LLVM's -print-after")
+          ->delimiter(',');
       sub.callback([args] { run(*args); });
     }};
 
