@@ -18,12 +18,15 @@ namespace {
 struct CompileArgs {
   std::string model, out_dir;
   npukit::tools::ProgramOptions program;
+  std::vector<std::string> input_shapes;
   bool explain = false;
 };
 
 void run(const CompileArgs& a) {
   if (a.program.ramsize_mb == 0) npukit::fail("--ramsize must be at least 1 MB");
-  const npukit::ir::Graph model = npukit::onnxio::load_onnx(a.model);
+  npukit::onnxio::LoadOptions load;
+  for (const auto& spec : a.input_shapes) npukit::onnxio::add_input_shape(load, spec);
+  const npukit::ir::Graph model = npukit::onnxio::load_onnx(a.model, load);
   const auto result = npukit::compiler::compile(model, a.program.compile_options());
   if (a.explain) std::cout << npukit::compiler::explain(result);
   std::cout << npukit::compiler::mac_share_line(result.manifest) << "\n";
@@ -48,6 +51,8 @@ const npukit::tools::CommandRegistrar kReg{
       sub.add_option("-o,--output", args->out_dir,
                      "output directory for model.gml, manifest.json and host subgraphs");
       npukit::tools::add_program_options(sub, args->program);
+      sub.add_option("--input-shape", args->input_shapes,
+                     "NAME=1,3,320,320: the shape of an input with symbolic dimensions");
       sub.add_flag("--explain", args->explain,
                    "print each layer's placement and why, its instructions and DRAM footprint");
       sub.callback([args] { run(*args); });
