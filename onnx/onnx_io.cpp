@@ -1,7 +1,9 @@
 #include "onnx/onnx_io.h"
 
 #include "common/error.h"
+#include "ir/tensor_util.h"
 #include "onnx/contrib_schemas.h"
+#include "onnx/proto_util.h"
 
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
@@ -14,6 +16,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
 
 namespace npukit::onnxio {
 
@@ -75,6 +78,8 @@ void narrow_into(const Field& field, std::size_t size, std::vector<std::uint8_t>
     ++i;
   }
 }
+
+}  // namespace
 
 ir::Tensor tensor_from_proto(const TensorProto& p, const std::string& what) {
   std::string label = p.name().empty() ? std::string("<unnamed tensor>") : "'" + p.name() + "'";
@@ -143,6 +148,8 @@ void tensor_to_proto(const ir::Tensor& t, TensorProto& p) {
   p.set_raw_data(t.data.data(), t.data.size());
 }
 
+namespace {}  // namespace
+
 ir::Attribute attribute_from_proto(const AttributeProto& a, const std::string& where) {
   if (!a.ref_attr_name().empty())
     fail("{}: attribute '{}' refers to a function attribute, which is not supported", where,
@@ -171,6 +178,8 @@ ir::Attribute attribute_from_proto(const AttributeProto& a, const std::string& w
            AttributeProto::AttributeType_Name(a.type()));
   }
 }
+
+namespace {
 
 void attribute_to_proto(const std::string& name, const ir::Attribute& value, AttributeProto& a) {
   a.set_name(name);
@@ -226,7 +235,8 @@ void value_info_from_tensor(const ir::Tensor& t, ValueInfoProto& v) {
   }
 }
 
-// The value of a Constant node as a tensor named after its output.
+}  // namespace
+
 ir::Tensor constant_value(const NodeProto& n, const std::string& where) {
   if (n.attribute_size() != 1)
     fail("{}: Constant node needs exactly one value attribute, has {}", where, n.attribute_size());
@@ -257,6 +267,8 @@ ir::Tensor constant_value(const NodeProto& n, const std::string& where) {
   t.name = n.output(0);
   return t;
 }
+
+namespace {
 
 std::string node_label(const NodeProto& n, int index) {
   return fmt::format("node '{}' ({}, #{})", n.name().empty() ? "<unnamed>" : n.name(), n.op_type(),
@@ -379,32 +391,82 @@ void validate_graph_structure(const ::onnx::GraphProto& graph, const std::string
     validate_node_attributes(graph.node(i), i, ranks, what);
 }
 
-ir::Graph convert(ModelProto& model, const std::string& what) {
+// Gives graph inputs the shapes the user stated.
+void apply_input_shapes(ModelProto& model, const LoadOptions& options, const std::string& what) {
+  auto* graph = model.mutable_graph();
+  std::set<std::string> initializers;
+  for (const auto& t : graph->initializer()) initializers.insert(t.name());
+  std::vector<ValueInfoProto*> inputs;
+  std::string names;
+  for (auto& v : *graph->mutable_input())
+    if (!initializers.count(v.name())) {
+      inputs.push_back(&v);
+      names += (names.empty() ? "'" : ", '") + v.name() + "'";
+    }
+  for (const auto& [name, shape] : options.input_shapes) {
+    ValueInfoProto* input = nullptr;
+    if (name.empty()) {
+      if (inputs.size() != 1)
+        fail("{}: --input-shape without a name needs a single-input model; this one has inputs {}",
+             what, names);
+      input = inputs[0];
+    }
+    for (auto* v : inputs)
+      if (v->name() == name) input = v;
+    if (!input)
+      fail("{}: --input-shape names '{}', which is not a model input (inputs: {})", what, name,
+           names);
+    if (!input->type().has_tensor_type())
+      fail("{}: input '{}' is not a tensor", what, input->name());
+    auto* dims = input->mutable_type()->mutable_tensor_type()->mutable_shape();
+    if (dims->dim_size() != 0 && dims->dim_size() != static_cast<int>(shape.size()))
+      fail("{}: --input-shape gives input '{}' {} dimensions {}, the model has {}", what,
+           input->name(), shape.size(), ir::shape_string(shape), dims->dim_size());
+    if (dims->dim_size() == 0)
+      for (std::size_t i = 0; i < shape.size(); ++i) dims->add_dim();
+    for (int i = 0; i < dims->dim_size(); ++i) {
+      auto* d = dims->mutable_dim(i);
+      if (d->has_dim_value() && d->dim_value() != shape[i])
+        fail(
+            "{}: --input-shape gives input '{}' the shape {}, but the model fixes dimension {} "
+            "at {}",
+            what, input->name(), ir::shape_string(shape), i, d->dim_value());
+      d->set_dim_value(shape[i]);
+    }
+  }
+}
+
+void infer_shapes(ModelProto& model, const std::string& what) {
+  try {
+    ::onnx::ShapeInferenceOptions options(/*check_type=*/true, /*strict=*/1, /*data_prop=*/true);
+    ::onnx::shape_inference::InferShapes(model, schema_registry_with_contrib(), options);
+  } catch (const std::exception& e) {
+    fail("{}: ONNX shape inference failed: {}", what, e.what());
+  }
+}
+
+ir::Graph convert(ModelProto& model, const std::string& what, const LoadOptions& options) {
   if (!model.has_graph()) fail("{}: model has no graph", what);
-  ir::Graph g;
-  g.name = model.graph().name();
+  std::int64_t opset = 0;
   bool has_onnx_domain = false;
   for (const auto& op : model.opset_import()) {
-    std::string domain = op.domain() == "ai.onnx" ? "" : op.domain();
-    g.opsets[domain] = op.version();
-    if (domain.empty()) {
+    if (op.domain().empty() || op.domain() == "ai.onnx") {
       has_onnx_domain = true;
-      g.opset = op.version();
+      opset = op.version();
     }
   }
   if (!has_onnx_domain) fail("{}: model declares no ai.onnx opset import", what);
-  if (g.opset < kMinOpset || g.opset > kMaxOpset)
+  if (opset < kMinOpset || opset > kMaxOpset)
     fail(
-        "{}: ai.onnx opset {} is not supported (npukit reads opsets {} to {}); convert it with "
-        "onnx.version_converter.convert_version(model, 13)",
-        what, g.opset, kMinOpset, kMaxOpset);
+        "{}: ai.onnx opset {} is not supported (npukit reads opsets {} to {}, the newest its "
+        "ONNX library knows); export the model at an opset in that range",
+        what, opset, kMinOpset, kMaxOpset);
 
+  ir::Graph g;
+  g.name = model.graph().name();
   // Initializers first: external data would fail inside the checker with an obscure path error,
   // and a bad tensor is best reported by its name before any check that merely trips over it.
-  for (const auto& init : model.graph().initializer()) {
-    ir::Tensor t = tensor_from_proto(init, what);
-    g.tensors[t.name] = std::move(t);
-  }
+  for (const auto& init : model.graph().initializer()) tensor_from_proto(init, what);
 
   try {
     ::onnx::checker::check_model(model);
@@ -412,11 +474,45 @@ ir::Graph convert(ModelProto& model, const std::string& what) {
     fail("{}: rejected by the ONNX checker: {}", what, e.what());
   }
   validate_graph_structure(model.graph(), what);
-  try {
-    ::onnx::ShapeInferenceOptions options(/*check_type=*/true, /*strict=*/1, /*data_prop=*/true);
-    ::onnx::shape_inference::InferShapes(model, schema_registry_with_contrib(), options);
-  } catch (const std::exception& e) {
-    fail("{}: ONNX shape inference failed: {}", what, e.what());
+  // Unnamed nodes are named by their position in the file, before upgrade and folding move them.
+  {
+    std::set<std::string> names;
+    for (const auto& n : model.graph().node()) names.insert(n.name());
+    for (int i = 0; i < model.graph().node_size(); ++i) {
+      NodeProto* n = model.mutable_graph()->mutable_node(i);
+      if (!n->name().empty()) continue;
+      std::string name = fmt::format("{}_{}", n->op_type(), i);
+      for (int k = 2; names.count(name); ++k) name = fmt::format("{}_{}_{}", n->op_type(), i, k);
+      names.insert(name);
+      n->set_name(name);
+    }
+  }
+  apply_input_shapes(model, options, what);
+  infer_shapes(model, what);
+  if (upgrade_to_opset13(model, what) > 0) {
+    model.mutable_graph()->clear_value_info();
+    try {
+      ::onnx::checker::check_model(model);
+    } catch (const std::exception& e) {
+      fail("{}: the model upgraded from opset {} to {} is rejected by the ONNX checker: {}", what,
+           opset, kUpgradeOpset, e.what());
+    }
+    infer_shapes(model, what);
+  }
+  // Folding can make more shapes known, which can make more Shape nodes foldable.
+  for (int round = 0; round < 16 && fold_constants(model, what) > 0; ++round) {
+    model.mutable_graph()->clear_value_info();
+    infer_shapes(model, what);
+  }
+
+  for (const auto& op : model.opset_import()) {
+    std::string domain = op.domain() == "ai.onnx" ? "" : op.domain();
+    g.opsets[domain] = op.version();
+    if (domain.empty()) g.opset = op.version();
+  }
+  for (const auto& init : model.graph().initializer()) {
+    ir::Tensor t = tensor_from_proto(init, what);
+    g.tensors[t.name] = std::move(t);
   }
 
   const auto& graph = model.graph();
@@ -465,6 +561,7 @@ ir::Graph convert(ModelProto& model, const std::string& what) {
     g.nodes.push_back(std::move(node));
   }
   // A graph output that is a Constant node's value is now a constant; it stays an output.
+  fuse_hard_activations(g);
   return g;
 }
 
@@ -476,19 +573,84 @@ std::int64_t ir_version_for_opset(std::int64_t opset) {
 
 }  // namespace
 
-ir::Graph load_onnx_bytes(ByteSpan bytes, const std::string& what) {
+ir::Graph load_onnx_bytes(ByteSpan bytes, const std::string& what, const LoadOptions& options) {
   ModelProto model;
   if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
     fail("{}: file is larger than protobuf's 2 GB limit", what);
   if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     fail("{}: not a valid ONNX model (protobuf parsing failed; truncated or not an .onnx file)",
          what);
-  return convert(model, what);
+  return convert(model, what, options);
 }
 
-ir::Graph load_onnx(const std::string& path) {
+ir::Graph load_onnx(const std::string& path, const LoadOptions& options) {
   Bytes bytes = read_file_bytes(path);
-  return load_onnx_bytes(bytes, path);
+  return load_onnx_bytes(bytes, path, options);
+}
+
+void add_input_shape(LoadOptions& options, const std::string& spec) {
+  auto eq = spec.rfind('=');
+  std::string name = eq == std::string::npos ? std::string() : spec.substr(0, eq);
+  std::string dims = eq == std::string::npos ? spec : spec.substr(eq + 1);
+  ir::Shape shape;
+  std::size_t pos = 0;
+  while (pos <= dims.size()) {
+    std::size_t comma = dims.find(',', pos);
+    std::string item =
+        dims.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || v <= 0)
+      fail("--input-shape '{}': '{}' is not a positive dimension (expected NAME=1,3,320,320)", spec,
+           item);
+    shape.push_back(v);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  if (options.input_shapes.count(name))
+    fail("--input-shape '{}': input '{}' is given twice", spec, name);
+  options.input_shapes[name] = shape;
+}
+
+std::vector<std::string> symbolic_inputs(const ir::Graph& graph) {
+  std::vector<std::string> out;
+  for (const auto& name : graph.inputs) {
+    const ir::Tensor* t = graph.find(name);
+    if (!t) continue;
+    for (std::size_t i = 1; i < t->shape.size(); ++i)
+      if (t->shape[i] < 0) {
+        out.push_back(name);
+        break;
+      }
+  }
+  return out;
+}
+
+ir::Shape shape_from_sample(const ir::Tensor& input, const ir::Shape& data,
+                            const std::string& what) {
+  ir::Shape shape;
+  if (data.size() == input.shape.size()) {
+    shape = data;
+    if (!shape.empty()) shape[0] = input.shape[0] > 0 ? input.shape[0] : 1;
+  } else if (data.size() == input.shape.size() + 1) {
+    shape.assign(data.begin() + 1, data.end());
+  } else {
+    fail(
+        "{}: data of shape {} does not fit input '{}' of shape {} (give one input or a stack of "
+        "them along axis 0)",
+        what, ir::shape_string(data), input.name, ir::shape_string(input.shape));
+  }
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    if (input.shape[i] >= 0 && input.shape[i] != shape[i] &&
+        !(i == 0 && data.size() == input.shape.size()))
+      fail("{}: data of shape {} does not fit input '{}' of shape {}", what, ir::shape_string(data),
+           input.name, ir::shape_string(input.shape));
+  return shape;
 }
 
 Bytes save_onnx_bytes(const ir::Graph& g) {

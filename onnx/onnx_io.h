@@ -8,22 +8,47 @@
 #include "common/npy.h"
 #include "ir/graph.h"
 
+#include <map>
 #include <string>
+#include <vector>
 
 namespace npukit::onnxio {
 
-// The ai.onnx opsets the importer accepts; others are rejected with advice to convert.
-inline constexpr std::int64_t kMinOpset = 11;
+// The ai.onnx opsets the importer accepts (kMaxOpset: the newest the ONNX library knows). Models
+// older than 13 are upgraded to opset 13 on import (onnx/opset_upgrade.cpp), so the graph's opset
+// is never below 13.
+inline constexpr std::int64_t kMinOpset = 7;
 inline constexpr std::int64_t kMaxOpset = 17;
 
-// Parses, checks (onnx::checker) and shape-infers (onnx::shape_inference) a model, then converts
-// it: initializers and Constant nodes become constant tensors, attributes are copied, every value
-// whose type is known gets an ir::Tensor entry. Nodes without a name get "<op_type>_<index>".
-// com.microsoft quantized ops (QGemm, QLinearAdd, ...) are accepted and shape-inferred too.
-// Throws npukit::Error naming the file and the node, tensor or attribute at fault.
-ir::Graph load_onnx(const std::string& path);
+struct LoadOptions {
+  // Shapes for graph inputs by name (`--input-shape NAME=1,3,320,320`): every dimension, giving
+  // the symbolic ones a size; dimensions the model states must agree.
+  std::map<std::string, ir::Shape> input_shapes;
+};
+
+// Parses `NAME=1,3,320,320` into options.input_shapes. A spec without `NAME=` applies to the
+// model's only input (stored under the name ""). Throws naming the spec when malformed.
+void add_input_shape(LoadOptions& options, const std::string& spec);
+
+// The graph inputs that have an unknown dimension other than the batch (axis 0).
+std::vector<std::string> symbolic_inputs(const ir::Graph& graph);
+
+// The shape a symbolic input takes from sample data: `data` is one input (same rank) or a stack
+// of them along a new axis 0; an unknown batch becomes 1. Throws when the ranks do not fit.
+ir::Shape shape_from_sample(const ir::Tensor& input, const ir::Shape& data,
+                            const std::string& what);
+
+// Parses, checks (onnx::checker), applies options.input_shapes, upgrades opsets before 13,
+// shape-infers (onnx::shape_inference) and folds constant shape arithmetic (Shape, Gather, Cast,
+// Slice, Concat, ... on constants, until nothing changes), then converts it: initializers and
+// Constant nodes become constant tensors, attributes are copied, every value whose type is known
+// gets an ir::Tensor entry. Nodes without a name get "<op_type>_<index>". com.microsoft quantized
+// ops (QGemm, QLinearAdd, ...) are accepted and shape-inferred too. Throws npukit::Error naming the
+// file and the node, tensor or attribute at fault.
+ir::Graph load_onnx(const std::string& path, const LoadOptions& options = {});
 // `what` names the source in error messages.
-ir::Graph load_onnx_bytes(ByteSpan bytes, const std::string& what = "<memory>");
+ir::Graph load_onnx_bytes(ByteSpan bytes, const std::string& what = "<memory>",
+                          const LoadOptions& options = {});
 
 // Writes a ModelProto that onnx::checker accepts (checked before writing): constants become
 // initializers, typed intermediates become value_info. Throws naming what would be invalid.

@@ -17,6 +17,7 @@ const KernelTable& kernels() {
     KernelTable t;
     add_float_kernels(t);
     add_extra_kernels(t);
+    add_conv_transpose_kernels(t);
     add_quant_kernels(t);
     add_gati_kernels(t);
     return t;

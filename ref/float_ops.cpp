@@ -266,7 +266,7 @@ Outputs batch_norm(const ir::Node& node, const OpInputs& in) {
   return one(std::move(out));
 }
 
-Outputs softmax(const ir::Node& node, const OpInputs& in, std::int64_t opset) {
+Outputs softmax(const ir::Node& node, const OpInputs& in, std::int64_t opset, bool log = false) {
   const Tensor& x = in.at(0);
   const float* xp = float_data(x, "input");
   const std::int64_t rank = static_cast<std::int64_t>(x.shape.size());
@@ -291,7 +291,11 @@ Outputs softmax(const ir::Node& node, const OpInputs& in, std::int64_t opset) {
       for (std::int64_t k = 0; k < len; ++k) top = std::max(top, xp[at(k)]);
       double sum = 0;
       for (std::int64_t k = 0; k < len; ++k) sum += y[at(k)] = std::exp(xp[at(k)] - top);
-      for (std::int64_t k = 0; k < len; ++k) y[at(k)] = static_cast<float>(y[at(k)] / sum);
+      if (log)  // LogSoftmax
+        for (std::int64_t k = 0; k < len; ++k)
+          y[at(k)] = static_cast<float>(double(xp[at(k)] - top) - std::log(sum));
+      else
+        for (std::int64_t k = 0; k < len; ++k) y[at(k)] = static_cast<float>(y[at(k)] / sum);
     }
   return one(std::move(out));
 }
@@ -773,6 +777,8 @@ void add_float_kernels(KernelTable& t) {
   onnx("Slice", slice);
   onnx("Cast", cast);
   onnx("Softmax", [](const ir::Node& n, const OpInputs& in) { return softmax(n, in, in.opset); });
+  onnx("LogSoftmax",
+       [](const ir::Node& n, const OpInputs& in) { return softmax(n, in, in.opset, true); });
   onnx("Resize", [](const ir::Node& n, const OpInputs& in) { return resize(n, in, in.opset); });
 }
 

@@ -35,5 +35,6 @@ void add_gati_kernels(KernelTable& table);
 void add_float_kernels(KernelTable& table);
 void add_quant_kernels(KernelTable& table);
 void add_extra_kernels(KernelTable& table);
+void add_conv_transpose_kernels(KernelTable& table);
 
 }  // namespace npukit::ref

@@ -21,6 +21,7 @@ namespace {
 struct CompileArgs {
   std::string model, out_dir;
   npukit::tools::ProgramOptions program;
+  std::vector<std::string> input_shapes;
   bool explain = false;
   std::vector<std::string> dump_after;
 };
@@ -49,7 +50,9 @@ std::vector<std::uint64_t> layer_cycles(const npukit::compiler::CompileResult& r
 
 void run(const CompileArgs& a) {
   if (a.program.ramsize_mb == 0) npukit::fail("--ramsize must be at least 1 MB");
-  const npukit::ir::Graph model = npukit::onnxio::load_onnx(a.model);
+  npukit::onnxio::LoadOptions load;
+  for (const auto& spec : a.input_shapes) npukit::onnxio::add_input_shape(load, spec);
+  const npukit::ir::Graph model = npukit::onnxio::load_onnx(a.model, load);
   auto options = a.program.compile_options();
   options.dump_after = a.dump_after;
   options.dump_to = &std::cout;
@@ -81,6 +84,8 @@ const npukit::tools::CommandRegistrar kReg{
       sub.add_option("-o,--output", args->out_dir,
                      "output directory for model.gml, manifest.json and host subgraphs");
       npukit::tools::add_program_options(sub, args->program);
+      sub.add_option("--input-shape", args->input_shapes,
+                     "NAME=1,3,320,320: the shape of an input with symbolic dimensions");
       sub.add_flag("--explain", args->explain,
                    "print each layer's placement and why, its instructions and DRAM footprint");
       sub.add_option("--dump-after", args->dump_after,

@@ -1,5 +1,6 @@
 // npukit quantize: post-training quantization of a float ONNX model into the native int8 scheme.
 #include "common/error.h"
+#include "ir/tensor_util.h"
 #include "onnx/onnx_io.h"
 #include "quant/quantize.h"
 #include "tools/command_registry.h"
@@ -7,8 +8,10 @@
 #include <fmt/core.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -21,8 +24,20 @@ struct QuantizeArgs {
   std::string method = "minmax";
   double percentile = 99.99;
   int bins = 2048;
+  std::vector<std::string> input_shapes;
   bool quiet = false;
 };
+
+// The first calibration array (a .npy file, or the first .npy of a folder in name order).
+std::string first_calibration_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) return path;
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(path))
+    if (e.path().extension() == ".npy") files.push_back(e.path().string());
+  if (files.empty()) npukit::fail("{}: folder holds no .npy files", path);
+  return *std::min_element(files.begin(), files.end());
+}
 
 // A one-line bar redrawn in place; plain lines when stderr is not a terminal.
 class ProgressBar {
@@ -65,7 +80,20 @@ void run_quantize(const QuantizeArgs& args) {
          args.bins, options.quantized_bins, quant::kMaxHistogramBins);
 
   auto start = std::chrono::steady_clock::now();
-  ir::Graph model = onnxio::load_onnx(args.model);
+  onnxio::LoadOptions load;
+  for (const auto& spec : args.input_shapes) onnxio::add_input_shape(load, spec);
+  ir::Graph model = onnxio::load_onnx(args.model, load);
+  // Symbolic height/width the user did not give: take them from the calibration data.
+  if (auto symbolic = onnxio::symbolic_inputs(model);
+      !symbolic.empty() && model.inputs.size() == 1) {
+    const std::string file = first_calibration_file(args.calib);
+    const ir::Tensor sample = onnxio::load_tensor_file(file);
+    load.input_shapes[model.inputs[0]] =
+        onnxio::shape_from_sample(model.tensor(model.inputs[0]), sample.shape, file);
+    model = onnxio::load_onnx(args.model, load);
+    fmt::print("input '{}' has symbolic dimensions; using the calibration data's shape {}\n",
+               model.inputs[0], ir::shape_string(model.tensor(model.inputs[0]).shape));
+  }
   std::vector<ref::TensorMap> samples = quant::load_calibration_data(args.calib, model);
   ProgressBar bar(!args.quiet);
   options.progress = [&](std::size_t done, std::size_t total) { bar.update(done, total); };
@@ -100,6 +128,9 @@ const npukit::tools::CommandRegistrar kReg{
           ->capture_default_str();
       sub.add_option("--bins", args->bins, "histogram bins for percentile and entropy")
           ->capture_default_str();
+      sub.add_option("--input-shape", args->input_shapes,
+                     "NAME=1,3,320,320: the shape of an input with symbolic dimensions (default: "
+                     "the calibration data's)");
       sub.add_flag("-q,--quiet", args->quiet, "no progress bar");
       sub.callback([args] { run_quantize(*args); });
     }};
