@@ -97,14 +97,11 @@ TEST_P(FloatModels, QuantizedCompiledAndBitExactOnTheDevice) {
   }
 }
 
-// yolo_like (fixtures/models) is not listed yet: since the multi-segment partition its host
-// nearest Resize receives an int8 value ("must be float32, got int8"), a partition/legalization
-// problem to fix there; its device part compiled and matched on every array before that change.
 INSTANTIATE_TEST_SUITE_P(Fixtures, FloatModels,
                          ::testing::Values("asym_pad", "batchnorm", "big_kernels", "concat",
                                            "dw_separable", "gap_fc", "leaky_relu", "nonsquare",
                                            "odd_channels", "pools", "residual", "sigmoid_out",
-                                           "stride2", "tall", "upsample"));
+                                           "stride2", "tall", "upsample", "yolo_like"));
 
 class QopModels : public ::testing::TestWithParam<std::string> {};
 

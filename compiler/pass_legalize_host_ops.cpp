@@ -6,8 +6,14 @@
 // Below that, the host node goes back to its float form between DequantizeLinear and
 // QuantizeLinear at the tensor's own scale, which computes the same integers (zero point 0:
 // these ops select or compare values and commute with a positive scale).
+//
+// A nearest Resize on int8 (canonicalize_qdq folds the quantizer's DequantizeLinear -> Resize ->
+// QuantizeLinear when the Gati could run it) that ends up on the host, e.g. between two device
+// segments, always goes back to float: ONNX allows int8 Resize, but the reference executor and
+// many runtimes implement Resize on float only. Nearest selects pixels, so it is exact.
 #include "compiler/passes.h"
 
+#include <limits>
 #include <map>
 #include <string>
 
@@ -15,12 +21,23 @@ namespace npukit::compiler {
 
 namespace {
 
-// The first ai.onnx opset whose schema of `op` accepts int8 inputs (0: any).
+constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+
+// The first ai.onnx opset whose schema of `op` accepts int8 inputs (0: any; kNever: the host runs
+// it in float whatever the opset).
 std::int64_t int8_opset(const std::string& op) {
   static const std::map<std::string, std::int64_t> kSince = {
-      {"Relu", 14}, {"Clip", 12}, {"MaxPool", 12}};
+      {"Relu", 14}, {"Clip", 12}, {"MaxPool", 12}, {"Resize", kNever}};
   auto it = kSince.find(op);
   return it == kSince.end() ? 0 : it->second;
+}
+
+std::string why_float(const std::string& op, std::int64_t opset) {
+  if (int8_opset(op) == kNever)
+    return "host: " + op + " runs in float on the host (exact for nearest: it selects values)";
+  return "host: " + op + " on int8 needs opset " + std::to_string(int8_opset(op)) +
+         "; the model has " + std::to_string(opset) +
+         ", so it runs in float between (de)quantization";
 }
 
 }  // namespace
@@ -33,7 +50,8 @@ void legalize_host_ops(Context& ctx) {
     const bool onnx = n.domain.empty() || n.domain == "ai.onnx";
     const auto q = x ? ctx.quantization.find(x->name) : ctx.quantization.end();
     if (ctx.on_device(n.name) || !onnx || !x || x->dtype != ir::DType::kInt8 ||
-        n.outputs.size() != 1 || g.opset >= int8_opset(n.op_type) || q == ctx.quantization.end()) {
+        n.outputs.size() != 1 || g.opset >= int8_opset(n.op_type) || q == ctx.quantization.end() ||
+        (n.op_type == "Resize" && n.get_string("mode", "nearest") != "nearest")) {
       nodes.push_back(n);
       continue;
     }
@@ -63,10 +81,7 @@ void legalize_host_ops(Context& ctx) {
                  add_constant(g, n.name + "_zero_point", ir::DType::kInt8, {}, &zero)};
     qn.outputs = n.outputs;
     for (const ir::Node* m : {&dq, &qn})
-      ctx.place(m->name, Placement::kHost,
-                "host: " + n.op_type + " on int8 needs opset " +
-                    std::to_string(int8_opset(n.op_type)) + "; the model has " +
-                    std::to_string(g.opset) + ", so it runs in float between (de)quantization");
+      ctx.place(m->name, Placement::kHost, why_float(n.op_type, g.opset));
     nodes.insert(nodes.end(), {dq, op, qn});
   }
   g.nodes = std::move(nodes);

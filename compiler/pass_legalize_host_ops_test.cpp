@@ -64,5 +64,46 @@ TEST(LegalizeHostOps, Int8ReluBelowOpset14RunsInFloatOnTheHost) {
   EXPECT_GT(zeros, 0u);  // the Relu did cut negative values
 }
 
+// conv (device) -> DequantizeLinear -> Neg -> QuantizeLinear -> Resize 2x nearest (int8,
+// canonicalize_qdq's fold) -> y: a Resize that the Gati could run but that stays on the host (a
+// device island with no work), as the YOLO-like model's between two device segments on 16,1,16.
+TEST(LegalizeHostOps, Int8ResizeOnTheHostRunsInFloat) {
+  GraphBuilder b;
+  b.input("x", ir::DType::kInt8, {1, 4, 4, 4});
+  auto c = b.qconv("conv", "x", 0.05f, testing::random_int8(4 * 4 * 9, 1), {4, 4, 3, 3}, 0.01f,
+                   0.1f, {}, {1, 1, 1, 1});
+  b.value("f", ir::DType::kFloat32, {1, 4, 4, 4});
+  b.node("DequantizeLinear", "", {c, "conv_ys", "conv_yz"}, {"f"}, "dequant");
+  b.value("neg", ir::DType::kFloat32, {1, 4, 4, 4});
+  b.node("Neg", "", {"f"}, {"neg"}, "negate");
+  b.value("sq", ir::DType::kInt8, {1, 4, 4, 4});
+  b.node("QuantizeLinear", "", {"neg", b.f32("s_neg", 0.1f), b.i8("z_neg", 0)}, {"sq"}, "quant");
+  b.value("y", ir::DType::kInt8, {1, 4, 8, 8});
+  const auto scales = b.constant<float>("scales", ir::DType::kFloat32, {4}, {1, 1, 2, 2});
+  b.node("Resize", "", {"sq", "", scales}, {"y"}, "up").attributes["mode"] = std::string("nearest");
+  b.g.outputs = {"y"};
+  const CompileResult r = compile(b.g, {});
+  ASSERT_TRUE(r.host_last());
+  std::vector<std::string> ops;
+  for (const auto& n : r.host_last()->nodes) ops.push_back(n.op_type);
+  EXPECT_EQ(ops, (std::vector<std::string>{"DequantizeLinear", "Neg", "QuantizeLinear",
+                                           "DequantizeLinear", "Resize", "QuantizeLinear"}));
+  const ir::Graph reloaded =
+      onnxio::load_onnx_bytes(onnxio::save_onnx_bytes(*r.host_last()), "host_after");
+  // The host segment runs on the reference executor (which has no int8 Resize) and gives every
+  // int8 value, negated, at the 2x2 pixels nearest Resize copies it to.
+  ir::Tensor in = ir::make_tensor(ir::DType::kInt8, {1, 4, 4, 4}, r.host_last()->inputs.at(0));
+  for (int i = 0; i < 64; ++i)
+    in.as_mutable<std::int8_t>()[i] = static_cast<std::int8_t>(2 * i - 64);
+  const auto y = ir::to_int64_vector(ref::run_graph(reloaded, {{in.name, in}}).at("y"));
+  ASSERT_EQ(y.size(), 256u);
+  // The host input is the conv's int8 output (scale 0.1); Neg and QuantizeLinear at 0.1 give -q.
+  for (int c4 = 0; c4 < 4; ++c4)
+    for (int yy = 0; yy < 8; ++yy)
+      for (int xx = 0; xx < 8; ++xx)
+        EXPECT_EQ(y[static_cast<std::size_t>(c4 * 64 + yy * 8 + xx)],
+                  -(2 * (c4 * 16 + (yy / 2) * 4 + xx / 2) - 64));
+}
+
 }  // namespace
 }  // namespace npukit::compiler

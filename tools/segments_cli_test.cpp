@@ -2,6 +2,8 @@
 // quantized and compiled by the real binary, run segment by segment by runtime::Session over the
 // in-process and the TCP transport: their outputs are bit for bit the reference executor's on the
 // lowered graph, and the manifest's share of device MACs is the hand-counted one.
+// resize_middle has a host nearest Resize (3x: RESIZE does 2x only) between two device segments,
+// fed int8 values by the first: legalize_host_ops runs it in float on the host.
 #include "common/npy.h"
 #include "compiler/compiler.h"
 #include "ir/tensor_util.h"
@@ -105,23 +107,27 @@ std::size_t differences(const std::string& name, const std::string& int8_model,
   return differ;
 }
 
-TEST(Segments, HostOpsBetweenDevicePartsMatchTheReferenceInProcessAndOverTcp) {
-  for (const char* name : {"softmax_middle", "se_block", "three_parts"}) {
-    SCOPED_TRACE(name);
-    TempDir dir;
-    const std::string q = compile_fixture(name, dir.path, nullptr);
-    const auto m = npukit::isa::load_manifest((dir.path / "prog" / "manifest.json").string());
-    EXPECT_EQ(m.version, 2);
-    EXPECT_GE(m.device_segment_count(), 2u);
-    for (std::size_t i = 1; i < m.segments.size(); ++i)
-      EXPECT_NE(m.segments[i].is_device(), m.segments[i - 1].is_device()) << "segments alternate";
-    EXPECT_EQ(differences(name, q, dir.path / "prog", "inproc"), 0u);
-    LoopbackServer server;
-    const std::uint16_t port = server.port.get_future().get();
-    EXPECT_EQ(differences(name, q, dir.path / "prog", "tcp://127.0.0.1:" + std::to_string(port)),
-              0u);
-  }
+// Compiles NAME, checks its segments alternate, and runs it in process and over TCP.
+void check_fixture(const char* name) {
+  SCOPED_TRACE(name);
+  TempDir dir;
+  const std::string q = compile_fixture(name, dir.path, nullptr);
+  const auto m = npukit::isa::load_manifest((dir.path / "prog" / "manifest.json").string());
+  EXPECT_EQ(m.version, 2);
+  EXPECT_GE(m.device_segment_count(), 2u);
+  for (std::size_t i = 1; i < m.segments.size(); ++i)
+    EXPECT_NE(m.segments[i].is_device(), m.segments[i - 1].is_device()) << "segments alternate";
+  EXPECT_EQ(differences(name, q, dir.path / "prog", "inproc"), 0u);
+  LoopbackServer server;
+  const std::uint16_t port = server.port.get_future().get();
+  EXPECT_EQ(differences(name, q, dir.path / "prog", "tcp://127.0.0.1:" + std::to_string(port)), 0u);
 }
+
+TEST(Segments, HostOpsBetweenDevicePartsMatchTheReferenceInProcessAndOverTcp) {
+  for (const char* name : {"softmax_middle", "se_block", "three_parts"}) check_fixture(name);
+}
+
+TEST(Segments, HostResizeBetweenDevicePartsGetsFloatValues) { check_fixture("resize_middle"); }
 
 TEST(Segments, ThreePartsHasThreeDeviceSegments) {
   TempDir dir;
