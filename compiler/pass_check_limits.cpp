@@ -160,9 +160,7 @@ void check_limits(Context& ctx) {
     } else if (n.op_type == "GatiConcat") {
       errata.hit(n,
                  "CONCAT never raises layer_done on v1.0.0, so no later layer and no dispatch "
-                 "of it ever runs (gati.md 14.15; lower_concat copies by convs instead, except "
-                 "when more than one input has more than N_SA channels on an image over 1024 "
-                 "pixels)");
+                 "of it ever runs (gati.md 14.15; lower_concat copies by convs instead)");
       limit(n, "input count", static_cast<std::int64_t>(n.inputs.size()), 1, 4);
       for (const auto& in : n.inputs) {
         const auto d = chw_of(g.tensor(in));

@@ -10,6 +10,9 @@
 //
 // Each output channel receives exactly one input value times 1, so the result equals the concat
 // bit for bit (inputs with other scales were requantized by lower_to_gati's EltWise before).
+// On an image of more than 1024 pixels a copy that reads int32 sums may not need several channel
+// iterations, so every input wider than N_SA starts its own chain there; the chains' int8 results
+// (zeros outside their channels) are summed by EltWise adds with unit weights, also exact.
 // Each copy's placement note names the concat and the erratum (--explain).
 #include "common/error.h"
 #include "compiler/errata_passes.h"
@@ -49,56 +52,99 @@ void lower_concat(Context& ctx) {
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
       return g.tensor(n.inputs[a]).shape.at(1) > g.tensor(n.inputs[b]).shape.at(1);
     });
+    // A conv that reads an int32 sum input needs one channel iteration when the image has more
+    // than 1024 pixels, so there a copy of an input wider than N_SA must start a chain. Each such
+    // input starts its own chain (the narrow inputs join the last one); every chain quantizes to
+    // an int8 tensor of the full width (zeros outside its channels) and EltWise adds with
+    // weights 1 merge them: each output value is one chain's value plus zeros, exact.
     const std::int64_t n_sa = ctx.options.arch.n_sa;
-    bool fits = true;
-    for (std::size_t i = 1; i < order.size(); ++i)
-      fits = fits && (g.tensor(n.inputs[order[i]]).shape.at(1) <= n_sa ||
-                      y.shape.at(2) * y.shape.at(3) <= 1024);
-    if (!fits) {  // check_limits refuses the CONCAT (erratum) and says why
-      out.push_back(n);
-      continue;
-    }
-    std::string previous;
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      const std::size_t k = order[i];
-      const std::int64_t offset = offsets[k];
-      const std::string& x = n.inputs[k];
-      const ir::Tensor& xt = g.tensor(x);
-      const std::int64_t ck = xt.shape.at(1);
-      if (xt.shape.size() != 4 || xt.shape[2] != y.shape.at(2) || xt.shape[3] != y.shape.at(3))
-        fail("layer '{}': concat input '{}' is not a [N, C, {}, {}] image", n.name, x,
-             y.shape.at(2), y.shape.at(3));
-      std::vector<std::int8_t> w(static_cast<std::size_t>(total * ck), 0);
-      for (std::int64_t j = 0; j < ck; ++j) w[static_cast<std::size_t>((offset + j) * ck + j)] = 1;
-      const bool last = i + 1 == order.size();
-      ir::Node c;
-      c.name = last ? n.name : unique_name(g, n.name + "_copy" + std::to_string(k));
-      c.op_type = "GatiConv";
-      c.domain = kGatiDomain;
-      c.inputs = {x,
-                  add_constant(g, n.name + "_place" + std::to_string(k), ir::DType::kInt8,
-                               {total, ck, 1, 1}, w.data()),
-                  "", previous};
-      if (previous.empty()) c.inputs.resize(3);
-      c.attributes["kernel_shape"] = std::vector<std::int64_t>{1, 1};
-      c.attributes["strides"] = std::vector<std::int64_t>{1, 1};
-      c.attributes["pads"] = std::vector<std::int64_t>{0, 0, 0, 0};
-      c.attributes["group"] = std::int64_t{1};
-      if (last) {
-        c.outputs = {n.outputs[0]};
-        c.attributes["quant_en"] = std::int64_t{1};
-        c.attributes["quant_scale"] = std::int64_t{1};
-        c.attributes["quant_shift"] = std::int64_t{0};
-      } else {
-        previous = add_value(g, n.name + "_sums" + std::to_string(k), ir::DType::kInt32,
-                             {y.shape[0], total, y.shape[2], y.shape[3]});
-        c.outputs = {previous};
-        c.attributes["quant_en"] = std::int64_t{0};
+    const bool big = y.shape.at(2) * y.shape.at(3) > 1024;
+    std::vector<std::vector<std::size_t>> chains;
+    for (std::size_t k : order)
+      if (chains.empty() || (big && g.tensor(n.inputs[k]).shape.at(1) > n_sa))
+        chains.push_back({k});
+      else
+        chains.back().push_back(k);
+    std::string merged;
+    for (std::size_t ci = 0; ci < chains.size(); ++ci) {
+      const bool last_chain = ci + 1 == chains.size();
+      std::string previous;
+      for (std::size_t i = 0; i < chains[ci].size(); ++i) {
+        const std::size_t k = chains[ci][i];
+        const std::int64_t offset = offsets[k];
+        const std::string& x = n.inputs[k];
+        const ir::Tensor& xt = g.tensor(x);
+        const std::int64_t ck = xt.shape.at(1);
+        if (xt.shape.size() != 4 || xt.shape[2] != y.shape.at(2) || xt.shape[3] != y.shape.at(3))
+          fail("layer '{}': concat input '{}' is not a [N, C, {}, {}] image", n.name, x,
+               y.shape.at(2), y.shape.at(3));
+        std::vector<std::int8_t> w(static_cast<std::size_t>(total * ck), 0);
+        for (std::int64_t j = 0; j < ck; ++j)
+          w[static_cast<std::size_t>((offset + j) * ck + j)] = 1;
+        const bool last = i + 1 == chains[ci].size();
+        const bool final_node = last && last_chain && chains.size() == 1;
+        ir::Node c;
+        c.name = final_node ? n.name : unique_name(g, n.name + "_copy" + std::to_string(k));
+        c.op_type = "GatiConv";
+        c.domain = kGatiDomain;
+        c.inputs = {x,
+                    add_constant(g, n.name + "_place" + std::to_string(k), ir::DType::kInt8,
+                                 {total, ck, 1, 1}, w.data()),
+                    "", previous};
+        if (previous.empty()) c.inputs.resize(3);
+        c.attributes["kernel_shape"] = std::vector<std::int64_t>{1, 1};
+        c.attributes["strides"] = std::vector<std::int64_t>{1, 1};
+        c.attributes["pads"] = std::vector<std::int64_t>{0, 0, 0, 0};
+        c.attributes["group"] = std::int64_t{1};
+        if (last) {
+          c.outputs = {final_node ? n.outputs[0]
+                                  : add_value(g, n.name + "_part" + std::to_string(ci),
+                                              ir::DType::kInt8, y.shape)};
+          c.attributes["quant_en"] = std::int64_t{1};
+          c.attributes["quant_scale"] = std::int64_t{1};
+          c.attributes["quant_shift"] = std::int64_t{0};
+        } else {
+          previous = add_value(g, n.name + "_sums" + std::to_string(k), ir::DType::kInt32,
+                               {y.shape[0], total, y.shape[2], y.shape[3]});
+          c.outputs = {previous};
+          c.attributes["quant_en"] = std::int64_t{0};
+        }
+        note_errata_rewrite(ctx, c.name, n.name, "lower_concat", erratum,
+                            fmt::format("{}; this one copies '{}' into channels {}..{}", how, x,
+                                        offset, offset + ck - 1));
+        const std::string made = c.outputs[0];
+        out.push_back(std::move(c));
+        if (!last || chains.size() == 1) continue;
+        if (ci == 0) {
+          merged = made;
+          continue;
+        }
+        // merged + this chain's part, both at the concat's scale: a_scale = b_scale = 1.0 in Q10, M
+        // = 1.
+        ir::Node e;
+        e.name = last_chain ? n.name : unique_name(g, n.name + "_merge" + std::to_string(ci));
+        e.op_type = "GatiEltwise";
+        e.domain = kGatiDomain;
+        e.inputs = {merged, made};
+        e.outputs = {last_chain ? n.outputs[0]
+                                : add_value(g, n.name + "_merged" + std::to_string(ci),
+                                            ir::DType::kInt8, y.shape)};
+        e.attributes["op"] = std::string("add");
+        e.attributes["a_scale"] = std::int64_t{1024};
+        e.attributes["b_scale"] = std::int64_t{1024};
+        const ScaleShift q = choose_scale_shift(1.0, "layer '" + n.name + "'");
+        e.attributes["quant_en"] = std::int64_t{1};
+        e.attributes["quant_scale"] = q.scale;
+        e.attributes["quant_shift"] = q.shift;
+        note_errata_rewrite(
+            ctx, e.name, n.name, "lower_concat", erratum,
+            fmt::format(
+                "{}; on an image over 1024 pixels with {} inputs wider than N_SA, {} copy "
+                "chains merged by EltWise adds of disjoint channels; this one adds chain {}",
+                how, chains.size(), chains.size(), ci));
+        merged = e.outputs[0];
+        out.push_back(std::move(e));
       }
-      note_errata_rewrite(ctx, c.name, n.name, "lower_concat", erratum,
-                          fmt::format("{}; this one copies '{}' into channels {}..{}", how, x,
-                                      offset, offset + ck - 1));
-      out.push_back(std::move(c));
     }
   }
   g.nodes = std::move(out);

@@ -60,6 +60,17 @@ TEST(LowerConcat, SixInputsOddChannelsNonSquare) {
   }
 }
 
+TEST(LowerConcat, WideInputsOnABigImageMergeCopyChainsByEltwise) {
+  // 36x36 = 1296 pixels (> 1024) with two inputs wider than N_SA = 8 (once refused: a copy that
+  // reads int32 sums may not need several channel iterations there): two copy chains (16; 12 + 4
+  // channels) and one EltWise add of their disjoint channels, exact.
+  const CompileResult r =
+      testing::expect_rewrite_exact(concat_model({16, 12, 4}, 36, 36, true), isa::kArch9x8x8, 11);
+  EXPECT_EQ(testing::count_op(r.ctx, "GatiConcat"), 0u);
+  EXPECT_EQ(testing::count_op(r.ctx, "GatiEltwise"), 1u);
+  EXPECT_EQ(errata_rewrites(r.ctx).at(0).layers.size(), 4u);
+}
+
 TEST(LowerConcat, InputsWithOtherScalesAreRequantizedFirst) {
   const CompileResult r =
       testing::expect_rewrite_exact(concat_model({8, 8}, 6, 6, true, false), isa::kArch9x8x8, 15);
