@@ -28,20 +28,36 @@ struct CompileArgs {
 
 // Cycles of each device layer on the device model (timing does not depend on the data, so the
 // inputs are zeros); empty when the program does not run (a refused model never gets here).
+// Every device layer's cycles on the device model, each device segment started as the runtime
+// starts it (zeroth instruction at its range when there are several, zero inputs: timing does not
+// depend on the data).
 std::vector<std::uint64_t> layer_cycles(const npukit::compiler::CompileResult& r) {
   try {
-    npukit::Bytes stream = r.gml;
-    for (const auto& name : r.program.inputs) {
-      const auto& t = r.program.tensors.at(name);
-      npukit::isa::append_dwp_packet(stream, t.address, npukit::Bytes(t.bytes, 0));
-    }
-    npukit::isa::append_dwp_start(stream);
     npukit::device::DeviceConfig cfg;
     cfg.arch = r.program.arch;
     npukit::device::Device dev(cfg);
-    dev.receive_dwp(stream);
+    const auto& m = r.manifest;
+    bool first = true;
     std::vector<std::uint64_t> cycles;
-    for (const auto& l : dev.stats().layers) cycles.push_back(l.timing.cycles);
+    for (const auto& seg : m.segments) {
+      if (!seg.is_device()) continue;
+      npukit::Bytes stream = first ? r.gml : npukit::Bytes{};
+      first = false;
+      if (m.device_segment_count() > 1) {
+        npukit::isa::Zeroth z;
+        z.start = seg.zeroth_start();
+        z.end = seg.zeroth_end();
+        const auto word = z.encode();
+        npukit::isa::append_dwp_packet(stream, 0, npukit::ByteSpan(word.data(), word.size()));
+      }
+      for (const auto& in : seg.device_inputs) {
+        const auto& t = r.program.tensors.at(in.name);
+        npukit::isa::append_dwp_packet(stream, t.address, npukit::Bytes(t.bytes, 0));
+      }
+      npukit::isa::append_dwp_start(stream);
+      dev.receive_dwp(stream);
+      for (const auto& l : dev.stats().layers) cycles.push_back(l.timing.cycles);  // this run's
+    }
     return cycles;
   } catch (const npukit::Error&) {
     return {};
