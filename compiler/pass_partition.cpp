@@ -37,6 +37,13 @@ constexpr double kArrayEfficiency = 0.77;
 constexpr std::uint64_t kDramLatency = 12;  // cycles, the figure of gati.md 14.12
 constexpr std::uint64_t kDwpHeaderBytes = 12;
 constexpr std::uint64_t kDispatchOverheadBytes = 24;  // header + footer of a dispatch frame
+// The device model's timing constants (least-squares fit to the RTL cycle recordings, gati.md
+// 14.14; `npukit profile` lists them): every megablock pays a START/prefetch overhead, every conv
+// pass (channel iteration x kernel iteration) re-requests its image and fills/drains the array,
+// and a pass that writes output pays more. On small images these, not the MACs, are the cost.
+constexpr double kLayerCycles = 90.6;
+constexpr double kConvPassCycles = 78.3;
+constexpr double kConvWritePassCycles = 48.1;
 
 std::uint64_t element_count(const ir::Tensor& t) {
   std::uint64_t n = 1;
@@ -90,6 +97,34 @@ std::uint64_t node_macs(const ir::Graph& g, const ir::Node& n) {
   const std::uint64_t k = (m == b) ? a : b;  // [K, M] or transposed [M, K]
   return outs * k;
 }
+
+namespace {
+
+// Fixed cycles of one device node beside its MACs: the layer overhead, and for a conv its passes
+// (regular: ceil(C / N_SA) channel x ceil(KN / COLS) kernel iterations, a grouped conv as its
+// block-diagonal form; depthwise: ceil(KN / N_SA) kernel iterations).
+double overhead_cycles(const ir::Graph& g, const ir::Node& n, const isa::SaArch& arch) {
+  // Folded into the FC (FC.Flatten) or into a producer's TailBlock: no megablock of their own.
+  if (n.op_type == "Flatten" || n.op_type == "Reshape" || n.op_type == "Relu" ||
+      n.op_type == "Clip")
+    return 0;
+  if (n.op_type != "QLinearConv" && n.op_type != "GatiConv") return kLayerCycles;
+  const std::size_t wi = n.op_type == "QLinearConv" ? 3 : 1;
+  const ir::Tensor* w = wi < n.inputs.size() ? g.find(n.inputs[wi]) : nullptr;
+  const ir::Tensor* x = n.inputs.empty() ? nullptr : g.find(n.inputs[0]);
+  if (!w || !x || w->shape.size() != 4 || x->shape.size() != 4) return kLayerCycles;
+  auto up = [](std::int64_t a, std::int64_t b) {
+    return (std::max<std::int64_t>(a, 1) + b - 1) / b;
+  };
+  const std::int64_t kn = w->shape[0], c = x->shape[1], group = n.get_int("group", 1);
+  const bool depthwise = group > 1 && group == c && w->shape[1] == 1;
+  const std::int64_t kitr = depthwise ? up(kn, arch.n_sa) : up(kn, arch.cols);
+  const std::int64_t citr = depthwise ? 1 : up(c, arch.n_sa);
+  return kLayerCycles + static_cast<double>(kitr * citr) * kConvPassCycles +
+         static_cast<double>(kitr) * kConvWritePassCycles;
+}
+
+}  // namespace
 
 std::uint64_t device_bytes_of(const ir::Tensor& t, const isa::SaArch& arch) {
   if (t.shape.size() == 4)
@@ -220,7 +255,7 @@ void estimate(Context& ctx) {
       const ir::Node& n = *by_name.at(name);
       const std::uint64_t macs = node_macs(g, n);
       S.macs += macs;
-      compute += static_cast<double>(macs) / macs_per_cycle;
+      compute += static_cast<double>(macs) / macs_per_cycle + overhead_cycles(g, n, arch);
       std::uint64_t beats = 0;
       for (const auto& in : n.inputs) {
         const ir::Tensor* t = in.empty() ? nullptr : g.find(in);
