@@ -31,6 +31,7 @@ std::vector<ref::TensorMap> model_inputs(const ir::Graph& g, const std::string& 
 
 struct Outcome {
   std::size_t device_layers = 0, values = 0, differ = 0;
+  bool several_device_segments = false;
 };
 
 // Compiles for the hardware; a model the compiler refuses because it would hit a v1.0.0 erratum
@@ -50,6 +51,14 @@ Outcome check(const ir::Graph& int8_model, const std::vector<ref::TensorMap>& sa
   }
   Outcome o;
   o.device_layers = r.program.layers.size();
+  // This harness runs one device part after the host prefix. A program with several device
+  // segments (here only 16,1,16 with --allow-errata, whose CONCAT limits put a concat on the
+  // host) is run segment by segment by runtime::Session and checked against the reference by
+  // tools/segments_cli_test.cpp.
+  if (r.manifest.device_segment_count() > 1) {
+    o.several_device_segments = true;
+    return o;
+  }
   for (const auto& sample : samples) {
     // The host prefix (input quantization) gives the device inputs.
     std::map<std::string, ir::Tensor> dev_in;
@@ -91,6 +100,10 @@ TEST_P(FloatModels, QuantizedCompiledAndBitExactOnTheDevice) {
     }
     const Outcome o = check(q, samples, arch);
     EXPECT_GT(o.device_layers, 0u) << arch.str();
+    if (o.several_device_segments) {
+      EXPECT_EQ(arch, isa::kArch16x1x16) << GetParam();
+      continue;
+    }
     EXPECT_GT(o.values, 0u);
     EXPECT_EQ(o.differ, 0u) << GetParam() << " on " << arch.str() << ": " << o.differ << " of "
                             << o.values;
