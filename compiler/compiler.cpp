@@ -38,6 +38,8 @@ const std::vector<std::string>& graph_pass_names() {
                                                  "fuse_batchnorm",
                                                  "normalize_quantization",
                                                  "canonicalize_qdq",
+                                                 "hard_activations",
+                                                 "constant_arithmetic",
                                                  "quant_params",
                                                  "check_shapes",
                                                  "assign_devices",
@@ -100,6 +102,8 @@ Context lower_unsplit(const ir::Graph& model, const CompileOptions& options) {
   run(ctx, "fuse_batchnorm", fuse_batchnorm);
   run(ctx, "normalize_quantization", normalize_quantization);
   run(ctx, "canonicalize_qdq", canonicalize_qdq);
+  run(ctx, "hard_activations", hard_activations);
+  run(ctx, "constant_arithmetic", constant_arithmetic);
   run(ctx, "quant_params", quant_params);
   run(ctx, "check_shapes", check_shapes);
   run(ctx, "assign_devices", assign_devices);

@@ -9,7 +9,12 @@
 //                            uint8/zero-point activations and per-channel weights requantized,
 //                            foreign QOperator nodes through their QDQ form
 //   3. canonicalize_qdq      DequantizeLinear -> float op -> QuantizeLinear -> QOperator op
-//  3b. quant_params          every int8 value's scale and zero point (ctx.quantization)
+//  3a. hard_activations    DQ -> HardSigmoid/HardSwish -> Q -> depthwise 1x1 QLinearConv +
+//  Clip/Relu
+//                            (+ QLinearMul x * hardsigmoid(x) for HardSwish)
+//  3b. constant_arithmetic   Add/Sub/Mul/Div by a scalar or per-channel constant and standalone
+//                            BatchNormalization on one int8 activation -> depthwise 1x1 QLinearConv
+//  3c. quant_params          every int8 value's scale and zero point (ctx.quantization)
 //   4. check_shapes          every value a device candidate touches has a known static shape
 //   5. assign_devices        which nodes the Gati could run and which the host must, and why
 //   6. partition             the ordered host/device segments (a segment index per node), small
@@ -40,6 +45,8 @@ void reduce_mean_to_pool(Context& ctx);
 void fuse_batchnorm(Context& ctx);
 void normalize_quantization(Context& ctx);
 void canonicalize_qdq(Context& ctx);
+void hard_activations(Context& ctx);
+void constant_arithmetic(Context& ctx);
 void quant_params(Context& ctx);
 void check_shapes(Context& ctx);
 void assign_devices(Context& ctx);
