@@ -501,10 +501,26 @@ class Rewriter {
       fallback[root] = std::max(fallback[root], t);
       if (!pre_activation.count(name)) best[root] = std::max(best[root], t);
     }
+    // A HardSwish input of range T gets the scale 3 / K, K = floor(381 / T) (T grows by at most
+    // 1/K), when K <= 63, or K = 63 when floor(381 / T) <= 76 (T grows by at most 20 %): then 3
+    // is exactly K steps and the compiler's gate relu6(x + 3), K steps per 3, fits int8 and is
+    // exact (hard_activations, docs/compiler.md "Pointwise functions"). Smaller ranges keep their
+    // scale and the compiler rounds the gate to 1/127.
+    std::map<std::string, float> hard_swish;
+    for (const auto& n : f_.nodes)
+      if (n.op_type == "HardSwish" && n.domain.empty() && !n.inputs.empty()) {
+        std::string root = groups.find(n.inputs[0]);
+        float t = best.count(root) ? best[root] : fallback[root];
+        if (!(t > 0)) continue;
+        float k = std::floor(3.0f * kInt8Max / t);
+        if (k > 63 && k <= 76) k = 63;
+        if (k >= 1 && k <= 63) hard_swish[root] = 3.0f / k;
+      }
     for (const auto& [name, t] : thresholds) {
       std::string root = groups.find(name);
       float threshold = best.count(root) ? best[root] : fallback[root];
       scale_[name] = threshold > 0 ? threshold / kInt8Max : 1.0f;
+      if (hard_swish.count(root)) scale_[name] = hard_swish[root];
     }
   }
 
@@ -569,7 +585,29 @@ class Rewriter {
     add_node(std::move(dq));
     q_.tensors[t] = f_.tensor(t);
     float_name_[t] = t;
+    dq_float_.insert(t);
     return t;
+  }
+
+  // The float value of activation `t` as DequantizeLinear of its int8 form, so a QDQ op reads
+  // int8 (a chain of them gets a QuantizeLinear -> DequantizeLinear between each two).
+  std::string dequantized(const std::string& t) {
+    if (dq_float_.count(float_name_.count(t) ? float_name_.at(t) : "")) return float_name_.at(t);
+    const bool had_float = float_name_.count(t) > 0;
+    std::string q = need_quant(t);
+    if (!had_float) return need_float(t);  // need_float dequantizes the int8 form
+    std::string name = t + "_dequantized";
+    Node dq{unique_node_name(t + "_DequantizeLinear"),
+            "DequantizeLinear",
+            "",
+            {q, act_scale(t), act_zero(t)},
+            {name},
+            {}};
+    add_node(std::move(dq));
+    q_.tensors[name] = f_.tensor(t);
+    q_.tensors[name].name = name;
+    dq_float_.insert(name);
+    return name;
   }
 
   std::string declare_int8(const std::string& t) {
@@ -656,7 +694,46 @@ class Rewriter {
       return keep_float(
           n, "nearest Resize between DequantizeLinear and QuantizeLinear at one scale (exact)");
     if (is_passthrough(n)) return passthrough(n);
+    if (pointwise_qdq(n)) return;
     keep_float(n, "no int8 form in the native scheme");
+  }
+
+  // Per-element functions of one int8 activation that have no QOperator op: HardSigmoid,
+  // HardSwish, Add/Sub/Mul/Div by a float constant (scalar or per channel) and BatchNormalization
+  // not after a conv. Their int8 form is the QDQ one, DequantizeLinear -> op -> QuantizeLinear at
+  // the calibrated scales (onnxruntime runs it as written; the compiler's hard_activations and
+  // constant_arithmetic passes lower it to depthwise 1x1 convs and EltWise, docs/compiler.md
+  // "Pointwise functions"). The constant stays float: exact, where QLinearMul would round it.
+  bool pointwise_qdq(const Node& n) {
+    const std::string& op = n.op_type;
+    bool ok = false;
+    if (op == "HardSigmoid" || op == "HardSwish") {
+      ok = n.inputs.size() == 1 && quantizable(n.inputs[0]);
+    } else if (op == "Sub" || op == "Div") {
+      ok = n.inputs.size() == 2 && quantizable(n.inputs[0]) && constant(f_, n.inputs[1]) &&
+           constant(f_, n.inputs[1])->dtype == DType::kFloat32;
+      if (op == "Sub" && !ok)
+        ok = n.inputs.size() == 2 && quantizable(n.inputs[1]) && constant(f_, n.inputs[0]) &&
+             constant(f_, n.inputs[0])->dtype == DType::kFloat32;
+    } else if (op == "BatchNormalization") {
+      ok = n.inputs.size() == 5 && quantizable(n.inputs[0]) && n.get_int("training_mode", 0) == 0;
+      for (std::size_t k = 1; ok && k < 5; ++k) ok = constant(f_, n.inputs[k]) != nullptr;
+    }
+    if (!ok) return false;
+    Node copy = n;
+    for (auto& in : copy.inputs) {
+      if (in.empty()) continue;
+      if (constant(f_, in))
+        copy_constant(in);
+      else
+        in = dequantized(in);
+    }
+    float_name_[n.outputs[0]] = n.outputs[0];
+    q_.tensors[n.outputs[0]] = f_.tensor(n.outputs[0]);
+    copy.name = unique_node_name(n.name);
+    if (summary_) ++summary_->quantized_ops[op + " (QDQ)"];
+    q_.nodes.push_back(std::move(copy));
+    return true;
   }
 
   void conv(const Node& n) {
@@ -847,6 +924,7 @@ class Rewriter {
   Graph q_;
   std::map<std::string, float> scale_;
   std::map<std::string, std::string> quant_name_, float_name_;
+  std::set<std::string> dq_float_;  // float values made by DequantizeLinear
   std::set<std::string> node_names_;
 };
 

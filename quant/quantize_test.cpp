@@ -334,6 +334,48 @@ TEST(QuantizeModels, OpsWithoutAnInt8FormStayFloatBetweenDequantizeAndQuantize) 
   EXPECT_NO_THROW(onnxio::load_onnx_bytes(onnxio::save_onnx_bytes(q), "mixed"));
 }
 
+// HardSwish, HardSigmoid and Sub/Div by a constant are int8 in QDQ form: each reads the
+// DequantizeLinear of an int8 value and feeds a QuantizeLinear (a chain gets Q/DQ between its
+// ops), none is "kept in float", and a HardSwish input's scale is 3 / K (K <= 63 steps per 3,
+// the compiler's exact gate).
+TEST(QuantizeModels, PointwiseOpsAreInt8InQdqForm) {
+  // x -> Relu -> HardSwish -> Div 2 -> Sub 0.5 -> HardSigmoid -> y
+  ir::Graph g = relu_graph();
+  g.nodes[0].outputs = {"r"};
+  for (const char* v : {"r", "h", "d", "s"})
+    g.tensors[v] = ir::Tensor{v, ir::DType::kFloat32, {1, 4}, {}};
+  g.tensors["two"] = ir::make_scalar<float>(2.0f, "two");
+  g.tensors["half"] = ir::make_scalar<float>(0.5f, "half");
+  g.nodes.push_back(ir::Node{"hs", "HardSwish", "", {"r"}, {"h"}, {}});
+  g.nodes.push_back(ir::Node{"div", "Div", "", {"h", "two"}, {"d"}, {}});
+  g.nodes.push_back(ir::Node{"sub", "Sub", "", {"d", "half"}, {"s"}, {}});
+  g.nodes.push_back(ir::Node{"hsig", "HardSigmoid", "", {"s"}, {"y"}, {}});
+  QuantizeSummary summary;
+  ir::Graph q = quantize(g, relu_samples(), QuantizeOptions{}, &summary);
+  EXPECT_TRUE(summary.float_nodes.empty());
+  EXPECT_EQ(summary.quantized_ops["HardSwish (QDQ)"], 1);
+  EXPECT_EQ(summary.quantized_ops["Div (QDQ)"], 1);
+  EXPECT_EQ(summary.quantized_ops["Sub (QDQ)"], 1);
+  EXPECT_EQ(summary.quantized_ops["HardSigmoid (QDQ)"], 1);
+  std::vector<std::string> ops;
+  for (const auto& n : q.nodes) ops.push_back(n.op_type);
+  EXPECT_EQ(ops, (std::vector<std::string>{"QuantizeLinear", "Relu", "DequantizeLinear",
+                                           "HardSwish", "QuantizeLinear", "DequantizeLinear", "Div",
+                                           "QuantizeLinear", "DequantizeLinear", "Sub",
+                                           "QuantizeLinear", "DequantizeLinear", "HardSigmoid"}));
+  // The HardSwish input (the Relu's group, max 2.5): 381 / 2.5 = 152 steps per 3 do not fit,
+  // so it keeps T / 127.
+  EXPECT_FLOAT_EQ(q.tensor("r_scale").as<float>()[0], 2.5f / 127);
+  // With range 6.5: K = floor(381 / 6.5) = 58, scale 3 / 58.
+  auto big = relu_samples();
+  big[0]["x"].as_mutable<float>()[3] = 6.5f;
+  ir::Graph q2 = quantize(g, big, QuantizeOptions{}, nullptr);
+  EXPECT_FLOAT_EQ(q2.tensor("r_scale").as<float>()[0], 3.0f / 58);
+  std::vector<float> want = run_float(g, relu_samples()[1]);
+  std::vector<float> got = run_float(q, relu_samples()[1]);
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 0.02f);
+}
+
 // googlenet's classifier: a bias that does not fit int32 at input scale x weight scale keeps that
 // one layer float on the host (with a warning); the layers around it are still quantized.
 TEST(QuantizeModels, LayerWhoseBiasDoesNotFitInt32StaysFloatWithAWarning) {
