@@ -268,14 +268,22 @@ void for_each_float(const ref::TensorMap& values, const std::vector<std::string>
 void accumulate(Stats& s, const std::string& name, const std::string& where, int pass,
                 const float* p, std::size_t n) {
   if (pass == 0) {
+    // Branch-free so it vectorises; a NaN or infinity makes `finite` false.
+    float max_abs = s.max_abs;
+    bool finite = true;
     for (std::size_t i = 0; i < n; ++i) {
-      if (!std::isfinite(p[i]))
-        fail(
-            "calibration: tensor '{}' ({}) holds a non-finite value ({}); check the calibration "
-            "data and the model",
-            name, where, p[i]);
-      s.max_abs = std::max(s.max_abs, std::fabs(p[i]));
+      const float a = std::fabs(p[i]);
+      finite &= a <= std::numeric_limits<float>::max();
+      max_abs = a > max_abs ? a : max_abs;
     }
+    if (!finite) {
+      const float* bad = std::find_if(p, p + n, [](float v) { return !std::isfinite(v); });
+      fail(
+          "calibration: tensor '{}' ({}) holds a non-finite value ({}); check the calibration "
+          "data and the model",
+          name, where, *bad);
+    }
+    s.max_abs = max_abs;
   } else if (s.max_abs > 0) {
     const double per_unit = static_cast<double>(s.bins.size()) / s.max_abs;
     const double last = static_cast<double>(s.bins.size() - 1);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "ref/float_conv.h"
 #include "ref/kernel_registry.h"
 #include "ref/onnx_common.h"
 
@@ -27,6 +28,11 @@ Kernel binary(Op op) {
       using T = decltype(tag);
       const T *pa = a.as<T>(), *pb = b.as<T>();
       T* y = out.as_mutable<T>();
+      if (a.shape == b.shape) {  // no broadcast (residual adds): a plain loop
+        const std::int64_t n = ir::element_count(shape);
+        for (std::int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(op(pa[i], pb[i]));
+        return;
+      }
       for_each_broadcast(shape, a.shape, b.shape,
                          [&](std::int64_t i, std::int64_t ia, std::int64_t ib) {
                            y[i] = static_cast<T>(op(pa[ia], pb[ib]));
@@ -55,8 +61,10 @@ Outputs relu(const ir::Node&, const OpInputs& in) {
   Tensor out = ir::make_tensor(x.dtype, x.shape);
   dispatch_numeric(x.dtype, [&](auto tag) {
     using T = decltype(tag);
-    for (std::int64_t i = 0; i < ir::element_count(x.shape); ++i)
-      out.as_mutable<T>()[i] = x.as<T>()[i] < T{0} ? T{0} : x.as<T>()[i];
+    const T* p = x.as<T>();
+    T* y = out.as_mutable<T>();
+    const std::int64_t n = ir::element_count(x.shape);
+    for (std::int64_t i = 0; i < n; ++i) y[i] = p[i] < T{0} ? T{0} : p[i];
   });
   return one(std::move(out));
 }
@@ -79,8 +87,10 @@ Outputs clip(const ir::Node& node, const OpInputs& in) {
     };
     bound(1, lo);
     bound(2, hi);
-    for (std::int64_t i = 0; i < ir::element_count(x.shape); ++i)
-      out.as_mutable<T>()[i] = std::min(std::max(x.as<T>()[i], lo), hi);
+    const T* p = x.as<T>();
+    T* y = out.as_mutable<T>();
+    const std::int64_t n = ir::element_count(x.shape);
+    for (std::int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(p[i], lo), hi);
   });
   return one(std::move(out));
 }
@@ -101,15 +111,13 @@ Outputs conv(const ir::Node& node, const OpInputs& in) {
   auto g = window_geometry(node, x.shape,
                            std::vector<std::int64_t>(w.shape.begin() + 2, w.shape.end()), false);
   Tensor out = ir::make_tensor(DType::kFloat32, g.output_shape(n, m));
-  float* y = out.as_mutable<float>();
+  const float* bias = nullptr;
   if (const Tensor* b = in.optional(2)) {
-    const float* bp = float_data(*b, "input B");
+    bias = float_data(*b, "input B");
     if (ir::element_count(b->shape) != m)
       fail("B has {} values for {} kernels", ir::element_count(b->shape), m);
-    for (std::int64_t i = 0; i < n * m; ++i)
-      std::fill_n(y + i * g.out_h * g.out_w, g.out_h * g.out_w, bp[i % m]);
   }
-  convolve<float, float, float>(xp, wp, y, n, c, m, group, g, 0.f, {0.f});
+  conv2d_float(xp, wp, bias, out.as_mutable<float>(), n, c, m, group, g);
   return one(std::move(out));
 }
 

@@ -1,0 +1,142 @@
+#include "ref/float_conv.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "common/parallel.h"
+
+#ifdef NPUKIT_HAVE_ONEDNN
+#include <dnnl.hpp>
+extern "C" void omp_set_num_threads(int);  // oneDNN's threads (Debian builds it on OpenMP)
+#endif
+
+namespace npukit::ref {
+
+void conv2d_float_direct(const float* x, const float* w, const float* bias, float* y,
+                         std::int64_t batch, std::int64_t channels, std::int64_t kernels,
+                         std::int64_t group, const WindowGeometry& g) {
+  const std::int64_t area = g.out_h * g.out_w;
+  for (std::int64_t i = 0; i < batch * kernels; ++i)
+    std::fill_n(y + i * area, area, bias ? bias[i % kernels] : 0.f);
+  convolve<float, float, float>(x, w, y, batch, channels, kernels, group, g, 0.f, {0.f});
+}
+
+#ifdef NPUKIT_HAVE_ONEDNN
+
+namespace {
+
+using dnnl::memory;
+using Dims = memory::dims;
+
+// One compiled convolution per geometry: oneDNN generates its kernel when the primitive is made,
+// which costs far more than running it once, and a network runs the same geometries per image.
+struct Key {
+  std::int64_t batch, channels, in_h, in_w, kernels, group, kernel_h, kernel_w, stride_h, stride_w,
+      dilation_h, dilation_w, pad_top, pad_left, pad_bottom, pad_right;
+  bool bias;
+  auto tie() const {
+    return std::tie(batch, channels, in_h, in_w, kernels, group, kernel_h, kernel_w, stride_h,
+                    stride_w, dilation_h, dilation_w, pad_top, pad_left, pad_bottom, pad_right,
+                    bias);
+  }
+  bool operator<(const Key& o) const { return tie() < o.tie(); }
+};
+
+struct Compiled {
+  dnnl::convolution_forward conv;
+  memory::desc src, weights, dst;                 // the layouts oneDNN chose
+  memory::desc user_src, user_weights, user_dst;  // NCHW / (G)OIHW
+};
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+const Compiled& compiled(const Key& k, const WindowGeometry& g) {
+  static std::mutex mutex;
+  static std::map<Key, Compiled> cache;
+  std::lock_guard lock(mutex);
+  if (auto it = cache.find(k); it != cache.end()) return it->second;
+  using tag = memory::format_tag;
+  const auto f32 = memory::data_type::f32;
+  const Dims src{k.batch, k.channels, g.in_h, g.in_w}, dst{k.batch, k.kernels, g.out_h, g.out_w};
+  const Dims weights = k.group == 1 ? Dims{k.kernels, k.channels, k.kernel_h, k.kernel_w}
+                                    : Dims{k.group, k.kernels / k.group, k.channels / k.group,
+                                           k.kernel_h, k.kernel_w};
+  Compiled c;
+  c.user_src = memory::desc(src, f32, tag::nchw);
+  c.user_dst = memory::desc(dst, f32, tag::nchw);
+  c.user_weights = memory::desc(weights, f32, k.group == 1 ? tag::oihw : tag::goihw);
+  const memory::desc bias_md = k.bias ? memory::desc({k.kernels}, f32, tag::x) : memory::desc();
+  dnnl::convolution_forward::desc d(
+      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+      memory::desc(src, f32, tag::any), memory::desc(weights, f32, tag::any), bias_md,
+      memory::desc(dst, f32, tag::any), {k.stride_h, k.stride_w},
+      {k.dilation_h - 1, k.dilation_w - 1}, {k.pad_top, k.pad_left}, {k.pad_bottom, k.pad_right});
+  dnnl::convolution_forward::primitive_desc pd(d, engine());
+  c.src = pd.src_desc();
+  c.weights = pd.weights_desc();
+  c.dst = pd.dst_desc();
+  c.conv = dnnl::convolution_forward(pd);
+  return cache.emplace(k, std::move(c)).first->second;
+}
+
+// A tensor in the layout oneDNN wants: the user's memory itself when the layouts agree.
+memory in_layout(const memory::desc& want, const memory::desc& have, void* data, dnnl::stream& s) {
+  memory user(have, engine(), data);
+  if (want == have) return user;
+  memory m(want, engine());
+  dnnl::reorder(user, m).execute(s, user, m);
+  return m;
+}
+
+}  // namespace
+
+void conv2d_float(const float* x, const float* w, const float* bias, float* y, std::int64_t batch,
+                  std::int64_t channels, std::int64_t kernels, std::int64_t group,
+                  const WindowGeometry& g) {
+  const Key key{batch,      channels,   g.in_h,       g.in_w,      kernels,        group,
+                g.kernel_h, g.kernel_w, g.stride_h,   g.stride_w,  g.dilation_h,   g.dilation_w,
+                g.pad_top,  g.pad_left, g.pad_bottom, g.pad_right, bias != nullptr};
+  const Compiled* c = nullptr;
+  try {
+    c = &compiled(key, g);
+  } catch (const dnnl::error&) {  // a geometry oneDNN does not implement: the direct loop
+    conv2d_float_direct(x, w, bias, y, batch, channels, kernels, group, g);
+    return;
+  }
+  omp_set_num_threads(static_cast<int>(thread_count()));
+  dnnl::stream s(engine());
+  memory src = in_layout(c->src, c->user_src, const_cast<float*>(x), s);
+  memory weights = in_layout(c->weights, c->user_weights, const_cast<float*>(w), s);
+  memory user_dst(c->user_dst, engine(), y);
+  memory dst = c->dst == c->user_dst ? user_dst : memory(c->dst, engine());
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
+  if (bias)
+    args.emplace(DNNL_ARG_BIAS,
+                 memory(memory::desc({kernels}, memory::data_type::f32, memory::format_tag::x),
+                        engine(), const_cast<float*>(bias)));
+  c->conv.execute(s, args);
+  if (c->dst != c->user_dst) dnnl::reorder(dst, user_dst).execute(s, dst, user_dst);
+  s.wait();
+}
+
+bool float_conv_uses_onednn() { return true; }
+
+#else
+
+void conv2d_float(const float* x, const float* w, const float* bias, float* y, std::int64_t batch,
+                  std::int64_t channels, std::int64_t kernels, std::int64_t group,
+                  const WindowGeometry& g) {
+  conv2d_float_direct(x, w, bias, y, batch, channels, kernels, group, g);
+}
+
+bool float_conv_uses_onednn() { return false; }
+
+#endif
+
+}  // namespace npukit::ref

@@ -1,0 +1,28 @@
+// The float convolution of the reference executor (calibration and host segments), where almost
+// all of `npukit quantize`'s time goes. With oneDNN (Debian libdnnl-dev, found at configure time)
+// it runs oneDNN's convolution, which picks its kernel for the CPU at run time; without it, or
+// for a geometry oneDNN cannot take, the plain direct loop of ref/onnx_common.h.
+#pragma once
+
+#include <cstdint>
+
+#include "ref/onnx_common.h"
+
+namespace npukit::ref {
+
+// y[n][m][oy][ox] = bias[m] + sum over the window of x * w, NCHW / OIHW (group g: W is
+// [M, C/g, KH, KW]). `bias` may be null. Results agree with the direct loop to float rounding
+// (the summation order differs) and do not depend on the thread count.
+void conv2d_float(const float* x, const float* w, const float* bias, float* y, std::int64_t batch,
+                  std::int64_t channels, std::int64_t kernels, std::int64_t group,
+                  const WindowGeometry& g);
+
+// The plain direct loop alone (the executable specification; tests compare the two).
+void conv2d_float_direct(const float* x, const float* w, const float* bias, float* y,
+                         std::int64_t batch, std::int64_t channels, std::int64_t kernels,
+                         std::int64_t group, const WindowGeometry& g);
+
+// Whether conv2d_float uses oneDNN in this build.
+bool float_conv_uses_onednn();
+
+}  // namespace npukit::ref
