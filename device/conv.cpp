@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <deque>
 
 namespace npukit::device {
 
@@ -35,7 +36,6 @@ namespace {
 // Per-thread buffers reused from layer to layer (conv_kernels::thread_buffer).
 struct BlobTag;
 struct PlaneTag;
-struct WeightTag;
 struct AccTag;
 struct PartialTag;
 struct SnapshotTag;
@@ -195,9 +195,9 @@ Mapping choose_mapping(const LayerContext& ctx, const ConvGeometry& g) {
 // Reads the weight blob as the weight FIFOs receive it and calls set(k, c, chan_iter, tap, w) for
 // every non-zero byte that multiplies something: output channel k < KN, input channel c <
 // in_channels, tap < KH*KW (a later byte for the same (k, c, tap) overwrites an earlier one).
-// Warns about non-zero bytes in PE rows beyond the kernel's taps.
+// Returns whether non-zero bytes sit in PE rows beyond the kernel's taps (warn_ignored_rows).
 template <typename Set>
-void map_weights(const LayerContext& ctx, const ConvGeometry& g, const Mapping& map,
+bool map_weights(const LayerContext& ctx, const ConvGeometry& g, const Mapping& map,
                  const Bytes& blob, std::uint64_t in_channels, Set&& set) {
   const std::uint64_t rows = static_cast<std::uint64_t>(ctx.arch.rows);
   const std::uint64_t taps = g.kh * g.kw;
@@ -260,64 +260,107 @@ void map_weights(const LayerContext& ctx, const ConvGeometry& g, const Mapping& 
         }
     }
   }
-  if (ignored_rows)
-    ctx.diag.warn(ctx.layer_number,
-                  fmt::format("{}: the weight blob has non-zero bytes in PE rows beyond the "
-                              "{}x{} kernel's {} taps; they multiply no image value and are "
-                              "ignored",
-                              ctx.where(), g.kh, g.kw, taps));
+  return ignored_rows;
 }
 
-// Per output channel k < KN, the (input channel, taps) pairs with at least one non-zero tap.
-std::vector<std::vector<Connection>> map_connections(const LayerContext& ctx, const ConvGeometry& g,
-                                                     const Mapping& map, const Bytes& blob,
-                                                     std::uint64_t in_channels) {
-  std::vector<std::vector<Connection>> out(g.kn);
-  // Dense (k, c) -> index into out[k], built lazily; connections are unique per (k, c) in every
-  // mode, but a dense index keeps this independent of that fact.
-  std::vector<std::int32_t> index(g.kn * in_channels, -1);
-  map_weights(ctx, g, map, blob, in_channels,
-              [&](std::uint64_t k, std::uint64_t c, std::uint64_t chan_iter, std::uint64_t tap,
-                  std::int8_t w) {
-                std::int32_t& idx = index[k * in_channels + c];
-                if (idx < 0) {
-                  idx = static_cast<std::int32_t>(out[k].size());
-                  out[k].push_back(Connection{
-                      static_cast<std::uint32_t>(c), static_cast<std::uint32_t>(chan_iter), {}});
-                }
-                out[k][static_cast<std::size_t>(idx)].taps[tap] = w;
-              });
-  return out;
+void warn_ignored_rows(const LayerContext& ctx, const ConvGeometry& g) {
+  ctx.diag.warn(ctx.layer_number,
+                fmt::format("{}: the weight blob has non-zero bytes in PE rows beyond the "
+                            "{}x{} kernel's {} taps; they multiply no image value and are "
+                            "ignored",
+                            ctx.where(), g.kh, g.kw, g.kh * g.kw));
 }
 
-// The same mapping as a dense array w[(k * in_channels + c) * taps + tap], with the channel
-// group (channel iteration) of every input channel that has a non-zero weight (-1 otherwise).
-struct DenseWeights {
-  const std::int8_t* w = nullptr;  // a per-thread buffer
+// The weight blob mapped onto channels. Dense modes: w[(k * in_channels + c) * taps + tap] and
+// the channel group (channel iteration) of every input channel with a non-zero weight (-1
+// otherwise). Depthwise modes: per output channel k < KN, the (input channel, taps) pairs with at
+// least one non-zero tap.
+struct MappedWeights {
+  std::vector<std::int8_t> w;
   std::vector<std::int64_t> group;
+  std::vector<std::vector<Connection>> connections;
+  bool ignored_rows = false;
 };
 
-DenseWeights map_dense(const LayerContext& ctx, const ConvGeometry& g, const Mapping& map,
-                       const Bytes& blob, std::uint64_t in_channels) {
+void map_connections(const LayerContext& ctx, const ConvGeometry& g, const Mapping& map,
+                     const Bytes& blob, std::uint64_t in_channels, MappedWeights& out) {
+  out.connections.assign(g.kn, {});
+  // Dense (k, c) -> index into connections[k], built lazily; connections are unique per (k, c)
+  // in every mode, but a dense index keeps this independent of that fact.
+  std::vector<std::int32_t> index(g.kn * in_channels, -1);
+  out.ignored_rows = map_weights(
+      ctx, g, map, blob, in_channels,
+      [&](std::uint64_t k, std::uint64_t c, std::uint64_t chan_iter, std::uint64_t tap,
+          std::int8_t w) {
+        std::vector<Connection>& list = out.connections[k];
+        std::int32_t& idx = index[k * in_channels + c];
+        if (idx < 0) {
+          idx = static_cast<std::int32_t>(list.size());
+          list.push_back(
+              Connection{static_cast<std::uint32_t>(c), static_cast<std::uint32_t>(chan_iter), {}});
+        }
+        list[static_cast<std::size_t>(idx)].taps[tap] = w;
+      });
+}
+
+void map_dense(const LayerContext& ctx, const ConvGeometry& g, const Mapping& map,
+               const Bytes& blob, std::uint64_t in_channels, MappedWeights& out) {
   const std::uint64_t taps = g.kh * g.kw;
-  std::vector<std::int8_t>& dense = reused<std::int8_t, WeightTag>();
-  dense.assign(g.kn * in_channels * taps, 0);
-  DenseWeights d;
-  d.w = dense.data();
-  d.group.assign(in_channels, -1);
+  out.w.assign(g.kn * in_channels * taps, 0);
+  out.group.assign(in_channels, -1);
   bool mixed = false;
-  map_weights(ctx, g, map, blob, in_channels,
-              [&](std::uint64_t k, std::uint64_t c, std::uint64_t chan_iter, std::uint64_t tap,
-                  std::int8_t w) {
-                dense[(k * in_channels + c) * taps + tap] = w;
-                std::int64_t& grp = d.group[c];
-                if (grp < 0) grp = static_cast<std::int64_t>(chan_iter);
-                mixed |= grp != static_cast<std::int64_t>(chan_iter);
-              });
+  out.ignored_rows = map_weights(ctx, g, map, blob, in_channels,
+                                 [&](std::uint64_t k, std::uint64_t c, std::uint64_t chan_iter,
+                                     std::uint64_t tap, std::int8_t w) {
+                                   out.w[(k * in_channels + c) * taps + tap] = w;
+                                   std::int64_t& grp = out.group[c];
+                                   if (grp < 0) grp = static_cast<std::int64_t>(chan_iter);
+                                   mixed |= grp != static_cast<std::int64_t>(chan_iter);
+                                 });
   // In the regular, ChannelDuplicate and pointwise modes the channel fixes the group (c / N_SA,
   // c, c / ROW); the partial-sum snapshot relies on it.
   if (mixed) fail("{}: internal error: an input channel in two channel groups", ctx.where());
-  return d;
+}
+
+// Mapped weights are kept from run to run: a network run image after image maps the same blob
+// every time, which costs as much as a small layer's sums. An entry is reused only when the blob
+// read from DRAM now is byte for byte the one it was mapped from, under the same mapping, so a
+// program that rewrites its weights is mapped afresh; the device still reads every byte. Per
+// thread (parallel eval workers each simulate their own board), bounded in size.
+struct WeightCacheKey {
+  std::uint64_t start, in_channels, kn, kh, kw, kern_dim, chan_dim, kitr, citr;
+  ConvMode mode;
+  bool operator==(const WeightCacheKey&) const = default;
+};
+
+const MappedWeights& mapped_weights(const LayerContext& ctx, const ConvGeometry& g,
+                                    const Mapping& map, const Bytes& blob,
+                                    std::uint64_t in_channels, std::uint64_t weight_start,
+                                    bool dense) {
+  struct Entry {
+    WeightCacheKey key;
+    Bytes blob;
+    MappedWeights mapped;
+  };
+  constexpr std::uint64_t kMaxCachedBlobBytes = 256ull << 20;
+  thread_local std::deque<Entry> cache;  // references stay valid as it grows
+  thread_local std::uint64_t cached_bytes = 0;
+  const WeightCacheKey key{weight_start, in_channels,  g.kn,     g.kh,     g.kw,
+                           map.kern_dim, map.chan_dim, map.kitr, map.citr, map.mode};
+  for (Entry& e : cache)
+    if (e.key == key && e.blob == blob) return e.mapped;
+  if (cached_bytes + blob.size() > kMaxCachedBlobBytes) {
+    cache.clear();
+    cached_bytes = 0;
+  }
+  Entry e{key, blob, {}};
+  if (dense)
+    map_dense(ctx, g, map, blob, in_channels, e.mapped);
+  else
+    map_connections(ctx, g, map, blob, in_channels, e.mapped);
+  cached_bytes += blob.size();
+  cache.push_back(std::move(e));
+  return cache.back().mapped;
 }
 
 // Runs a regular, ChannelDuplicate or pointwise conv as one dense int8 convolution over every
@@ -325,7 +368,7 @@ DenseWeights map_dense(const LayerContext& ctx, const ConvGeometry& g, const Map
 // over all channels and taps). The products are those of the per-connection loop, so the int32
 // sums are equal (no order can overflow, see the top of this file). `partial` ([p * lanes + j],
 // or null) receives the sum over channel groups 0..citr-2 of output channel last_kern_first + j.
-void conv_dense(const ConvGeometry& g, const Mapping& map, const DenseWeights& weights,
+void conv_dense(const ConvGeometry& g, const Mapping& map, const MappedWeights& weights,
                 const std::vector<std::int8_t>& planes, std::uint64_t plane_count,
                 std::int32_t* acc, std::int32_t* partial, std::uint64_t lanes,
                 std::uint64_t last_kern_first) {
@@ -347,7 +390,7 @@ void conv_dense(const ConvGeometry& g, const Mapping& map, const DenseWeights& w
   dc.padded_h = g.padded_h, dc.padded_w = g.padded_w;
   dc.kh = g.kh, dc.kw = g.kw, dc.stride = g.stride;
   dc.kn = g.kn;
-  dc.weights = weights.w;
+  dc.weights = weights.w.data();
   dc.snapshot_from = partial ? last_kern_first : g.kn;
   const std::uint64_t pixels = g.oh * g.ow;
   std::vector<std::int32_t>& snapshot = reused<std::int32_t, SnapshotTag>();
@@ -473,12 +516,10 @@ BlockTiming run_conv(LayerContext& ctx) {
   // Every other mode runs as a dense convolution (either handles any blob; this only picks the
   // faster one).
   const bool dense = map.mode != ConvMode::kDepthwise && map.mode != ConvMode::kDepthwise16;
-  DenseWeights weights;
-  std::vector<std::vector<Connection>> connections;
-  if (dense)
-    weights = map_dense(ctx, g, map, blob, in_channels_padded);
-  else
-    connections = map_connections(ctx, g, map, blob, in_channels_padded);
+  const MappedWeights& weights =
+      mapped_weights(ctx, g, map, blob, in_channels_padded, weight_start, dense);
+  if (weights.ignored_rows) warn_ignored_rows(ctx, g);
+  const std::vector<std::vector<Connection>>& connections = weights.connections;
 
   std::vector<std::int32_t>& acc = reused<std::int32_t, AccTag>();
   acc.assign(g.kn * out_pixels, 0);

@@ -215,6 +215,19 @@ INSTANTIATE_TEST_SUITE_P(
              "_" + conv_cases()[static_cast<std::size_t>(std::get<1>(info.param))].name;
     });
 
+// The model keeps mapped weights from run to run (a network runs image after image); weights
+// rewritten at the same address with the same geometry must be read again, in every mode.
+TEST(Conv, RewrittenWeightsAtTheSameAddressAreReadAgain) {
+  for (const isa::SaArch& arch : kArchs)
+    for (std::size_t i = 0; i < conv_cases().size(); ++i) {
+      Case c = conv_cases()[i];
+      fill_random(c.spec, 7000 + static_cast<unsigned>(i));
+      EXPECT_EQ(run_one_conv(arch, c.spec).out, ref_conv(c.spec)) << c.name;
+      for (auto& w : c.spec.w) w = w == 127 ? -128 : w + 1;
+      EXPECT_EQ(run_one_conv(arch, c.spec).out, ref_conv(c.spec)) << c.name << " rewritten";
+    }
+}
+
 TEST(Conv, DramAccumulantRegionHoldsPartialSumOfAllButLastChannelGroup) {
   for (const isa::SaArch& arch : {isa::kArch9x4x4, isa::kArch9x8x8}) {
     for (int kn : {8, 20}) {  // kitr 1 and > 1 on 9,8,8
