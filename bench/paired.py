@@ -1,0 +1,125 @@
+#!/usr/bin/python3
+"""Paired speed benchmark (issue 13): npukit against onnxruntime-node on the same model, images,
+machine and thread count, in one run, printed as ratios. A reported benchmark, not a test.
+
+  bench/paired.py ZOO_ARCH_DIR [--images N] [--threads 1,2] [--npukit PATH] [--work DIR]
+
+ZOO_ARCH_DIR holds float.onnx, calib.npy and test.npy (scripts/evidence/make_zoo.py). Measures:
+  - quantize: `npukit quantize` with the calibration set against onnxruntime float (all graph
+    optimizations) running the same images: the float reference executor's speed;
+  - eval: `npukit eval` of the compiled int8 program (the exact device model) against
+    onnxruntime's fastest int8 run (uint8 activations, all optimizations) and its int8-activation
+    run with optimizations disabled (Gati's arithmetic, done the slow way), per image.
+Both wall time and CPU time (user + system) are reported: on a shared, loaded machine wall time
+includes waiting for a core, so compare CPU time there (and say so). Needs bench/ort's
+node_modules (`cd bench/ort && npm ci --ignore-scripts`).
+"""
+import argparse
+import json
+import os
+import resource
+import struct
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def timed(cmd):
+    """Runs cmd; returns (wall s, CPU s of the child, stdout)."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t1 = time.perf_counter()
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{p.stderr[-2000:]}")
+    return t1 - t0, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime), p.stdout
+
+
+def npy_rows(path):
+    """Number of entries along axis 0 of a .npy file (header only)."""
+    with open(path, "rb") as f:
+        magic = f.read(8)
+        size = struct.unpack("<H", f.read(2))[0] if magic[6] == 1 else struct.unpack("<I", f.read(4))[0]
+        header = f.read(size).decode("latin1")
+    shape = header.split("'shape':")[1].split(")")[0].strip(" (")
+    return int(shape.split(",")[0])
+
+
+def write_labels(path, n):
+    header = "{'descr': '<i8', 'fortran_order': False, 'shape': (%d,), }" % n
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1"))
+        f.write(b"\0" * 8 * n)
+
+
+def ort(model, inputs, opt, threads, out_json):
+    cmd = ["node", os.path.join(ROOT, "bench", "ort", "run.mjs"), model, inputs, "--batch-axis0",
+           "--opt", opt, "--threads", str(threads), "--repeat", "2"]
+    _, _, stdout = timed(cmd)
+    j = json.loads(stdout.strip().splitlines()[-1])
+    json.dump(j, open(out_json, "w"))
+    # --batch-axis0: "ms" holds one wall time per image of the last repeat; cpu_ms per repeat.
+    per_image_wall = sum(j["ms"]) / len(j["ms"])
+    per_image_cpu = j["cpu_ms"][-1] / len(j["ms"])
+    return per_image_wall / 1e3, per_image_cpu / 1e3
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("arch_dir")
+    ap.add_argument("--images", type=int, default=8)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--npukit", default=os.path.join(ROOT, "build", "tools", "npukit"))
+    ap.add_argument("--work", default=None)
+    a = ap.parse_args()
+    name = os.path.basename(os.path.normpath(a.arch_dir))
+    work = a.work or os.path.join("/tmp", f"npukit-paired-{os.getuid()}", name)
+    os.makedirs(work, exist_ok=True)
+    f = lambda *p: os.path.join(work, *p)
+    src = lambda p: os.path.join(a.arch_dir, p)
+    inp = subprocess.run(["/usr/bin/python3", "-c", "import onnx,sys; m=onnx.load(sys.argv[1]); "
+                          "print(m.graph.input[0].name)", src("float.onnx")],
+                         capture_output=True, text=True).stdout.strip() or "input"
+    calib_n = npy_rows(src("calib.npy"))
+    rows = []
+    for t in [int(x) for x in a.threads.split(",")]:
+        qw, qc, _ = timed([a.npukit, "quantize", src("float.onnx"), "--calib", src("calib.npy"),
+                           "-o", f("int8.onnx"), "-q", "--threads", str(t)])
+        ow, oc = ort(src("float.onnx"), f"{inp}={src('calib.npy')}", "all", t, f(f"ort_float_{t}.json"))
+        rows.append(("quantize (float executor), per calibration image", t, qw / calib_n,
+                     qc / calib_n, ow, oc, "onnxruntime float, all optimizations"))
+    subprocess.run([a.npukit, "compile", f("int8.onnx"), "-o", f("prog")], check=True,
+                   capture_output=True)
+    if not os.path.exists(f("uint8.onnx")):
+        subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "evidence",
+                        "make_uint8_variant.py"), f("int8.onnx"), f("uint8.onnx")], check=True,
+                       capture_output=True)
+    n = min(a.images, npy_rows(src("test.npy")))
+    write_labels(f("labels.npy"), npy_rows(src("test.npy")))
+    for t in [int(x) for x in a.threads.split(",")]:
+        ew, ec, _ = timed([a.npukit, "eval", f("prog"), "--data", src("test.npy"), "--labels",
+                           f("labels.npy"), "--limit", str(n), "-q", "--threads", str(t)])
+        uw, uc = ort(f("uint8.onnx"), f"{inp}={src('test.npy')}", "all", t, f(f"ort_u8_{t}.json"))
+        iw, ic = ort(f("int8.onnx"), f"{inp}={src('test.npy')}", "disabled", t, f(f"ort_i8_{t}.json"))
+        rows.append(("eval (device model), per image", t, ew / n, ec / n, uw, uc,
+                     "onnxruntime uint8 activations, all optimizations"))
+        rows.append(("eval (device model), per image", t, ew / n, ec / n, iw, ic,
+                     "onnxruntime int8 activations, optimizations disabled"))
+    print(f"## {name}: npukit against onnxruntime-node, paired ({os.cpu_count()} cores)\n")
+    print("| what | threads | npukit wall ms | npukit CPU ms | reference | ref wall ms | ref CPU ms "
+          "| ratio wall | ratio CPU |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for what, t, nw, nc, rw, rc, ref in rows:
+        print(f"| {what} | {t} | {nw*1e3:.1f} | {nc*1e3:.1f} | {ref} | {rw*1e3:.1f} | "
+              f"{rc*1e3:.1f} | {nw/rw:.2f}x | {nc/rc:.2f}x |")
+    json.dump([dict(zip(["what", "threads", "npukit_wall_s", "npukit_cpu_s", "ref_wall_s",
+                         "ref_cpu_s", "reference"], r)) for r in rows], open(f("paired.json"), "w"),
+              indent=1)
+
+
+if __name__ == "__main__":
+    main()
