@@ -26,61 +26,78 @@ std::uint32_t pair_word(std::int8_t lo, std::int8_t hi) {
 }
 std::int32_t low16(std::uint32_t v) { return static_cast<std::int16_t>(v & 0xFFFF); }
 std::int32_t high16(std::uint32_t v) { return static_cast<std::int16_t>(v >> 16); }
+
+// The stride-phase layout both packings share: a channel group's padded plane is stored as the
+// stride phases some tap reads (a 1x1 stride-2 conv needs one of four), so every tap of a
+// strided conv reads consecutive words; phase rows are wq words wide.
+struct Phases {
+  std::uint64_t hq = 0, wq = 0, phase_words = 0, plane_words = 0;
+  std::vector<std::int64_t> slot;  // per (ry, rx): index of its stored phase, -1 if no tap reads it
+};
+
+Phases phases(const DenseConv& c, std::vector<std::int64_t>& tap_offset) {
+  const std::uint64_t s = c.stride;
+  Phases ph;
+  ph.hq = (c.padded_h + s - 1) / s;
+  ph.wq = (c.padded_w + s - 1) / s;
+  ph.slot.assign(s * s, -1);
+  std::int64_t slots = 0;
+  for (std::uint64_t i = 0; i < c.kh; ++i)
+    for (std::uint64_t j = 0; j < c.kw; ++j)
+      if (ph.slot[(i % s) * s + j % s] < 0) ph.slot[(i % s) * s + j % s] = slots++;
+  ph.phase_words = ph.hq * ph.wq;
+  ph.plane_words = static_cast<std::uint64_t>(slots) * ph.phase_words;
+  tap_offset.clear();
+  for (std::uint64_t i = 0; i < c.kh; ++i)
+    for (std::uint64_t j = 0; j < c.kw; ++j)
+      tap_offset.push_back(static_cast<std::int64_t>(
+          static_cast<std::uint64_t>(ph.slot[(i % s) * s + j % s]) * ph.phase_words +
+          (i / s) * ph.wq + j / s));
+  return ph;
+}
+
+// Stores word(at) for every position `at` of the padded plane into one group's phases at dst.
+template <typename Word>
+void scatter_phases(const DenseConv& c, const Phases& ph, std::uint32_t* dst, Word&& word) {
+  const std::uint64_t s = c.stride;
+  for (std::uint64_t ry = 0; ry < s; ++ry)
+    for (std::uint64_t rx = 0; rx < s; ++rx) {
+      if (ph.slot[ry * s + rx] < 0) continue;
+      std::uint32_t* phase =
+          dst + static_cast<std::uint64_t>(ph.slot[ry * s + rx]) * ph.phase_words;
+      for (std::uint64_t yq = 0; yq < ph.hq && yq * s + ry < c.padded_h; ++yq)
+        for (std::uint64_t xq = 0; xq < ph.wq && xq * s + rx < c.padded_w; ++xq)
+          phase[yq * ph.wq + xq] = word((yq * s + ry) * c.padded_w + xq * s + rx);
+    }
+}
+
+// Channel ch's padded plane, or null for a padding channel (-1).
+const std::int8_t* plane_of(const DenseConv& c, std::int64_t ch) {
+  if (ch < 0) return nullptr;
+  if (static_cast<std::uint64_t>(ch) >= c.plane_count)
+    fail("dense_conv: channel {} is not one of the {} planes", ch, c.plane_count);
+  return c.planes + static_cast<std::uint64_t>(ch) * c.padded_h * c.padded_w;
+}
 }  // namespace
 
 namespace detail {
 
 void pack(const DenseConv& c, Packed& p) {
-  p.tap_offset.clear();
-  const std::uint64_t s = c.stride;
-  const std::uint64_t hq = (c.padded_h + s - 1) / s;
-  p.wq = (c.padded_w + s - 1) / s;
+  const Phases ph = phases(c, p.tap_offset);
+  p.wq = ph.wq;
+  p.plane_words = ph.plane_words;
   p.taps = c.kh * c.kw;
   p.pairs = c.channels.size() / 2;
-  // Only the stride phases some tap reads are stored (a 1x1 stride-2 conv needs one of four).
-  std::vector<std::int64_t> slot(s * s, -1);
-  std::int64_t slots = 0;
-  for (std::uint64_t i = 0; i < c.kh; ++i)
-    for (std::uint64_t j = 0; j < c.kw; ++j)
-      if (slot[(i % s) * s + j % s] < 0) slot[(i % s) * s + j % s] = slots++;
-  const std::uint64_t phase_words = hq * p.wq;
-  p.plane_words = static_cast<std::uint64_t>(slots) * phase_words;
-  for (std::uint64_t i = 0; i < c.kh; ++i)
-    for (std::uint64_t j = 0; j < c.kw; ++j)
-      p.tap_offset.push_back(static_cast<std::int64_t>(
-          static_cast<std::uint64_t>(slot[(i % s) * s + j % s]) * phase_words + (i / s) * p.wq +
-          j / s));
   p.q_count = c.oh() * p.wq;
   p.q_padded = (p.q_count + kTileQ - 1) / kTileQ * kTileQ;
   // A tile reads up to q_padded - 1 words past a tap's offset, which is below plane_words: the
   // last pair's reads end before pairs * plane_words + q_padded.
   p.x.assign(p.pairs * p.plane_words + p.q_padded, 0);
-  const std::uint64_t plane_size = c.padded_h * c.padded_w;
-  auto plane = [&](std::int64_t ch) -> const std::int8_t* {
-    if (ch < 0) return nullptr;
-    if (static_cast<std::uint64_t>(ch) >= c.plane_count)
-      fail("dense_conv: channel {} is not one of the {} planes", ch, c.plane_count);
-    return c.planes + static_cast<std::uint64_t>(ch) * plane_size;
-  };
   for (std::uint64_t pr = 0; pr < p.pairs; ++pr) {
-    const std::int8_t* lo = plane(c.channels[2 * pr]);
-    const std::int8_t* hi = plane(c.channels[2 * pr + 1]);
-    for (std::uint64_t ry = 0; ry < s; ++ry)
-      for (std::uint64_t rx = 0; rx < s; ++rx) {
-        if (slot[ry * s + rx] < 0) continue;
-        std::uint32_t* dst = p.x.data() + pr * p.plane_words +
-                             static_cast<std::uint64_t>(slot[ry * s + rx]) * phase_words;
-        for (std::uint64_t yq = 0; yq < hq; ++yq) {
-          const std::uint64_t y = yq * s + ry;
-          if (y >= c.padded_h) break;
-          for (std::uint64_t xq = 0; xq < p.wq; ++xq) {
-            const std::uint64_t x = xq * s + rx;
-            if (x >= c.padded_w) break;
-            const std::uint64_t at = y * c.padded_w + x;
-            dst[yq * p.wq + xq] = pair_word(lo ? lo[at] : 0, hi ? hi[at] : 0);
-          }
-        }
-      }
+    const std::int8_t* lo = plane_of(c, c.channels[2 * pr]);
+    const std::int8_t* hi = plane_of(c, c.channels[2 * pr + 1]);
+    scatter_phases(c, ph, p.x.data() + pr * p.plane_words,
+                   [&](std::uint64_t at) { return pair_word(lo ? lo[at] : 0, hi ? hi[at] : 0); });
   }
   p.kn_padded = (c.kn + kTileK - 1) / kTileK * kTileK;
   p.w.assign(p.kn_padded * p.pairs * p.taps, 0);
@@ -119,9 +136,9 @@ void tiles_scalar(const Packed& p, std::uint64_t kb, std::uint64_t pair_begin,
 }
 
 void pack_quads(const DenseConv& c, PackedQuads& p) {
-  const std::uint64_t s = c.stride;
-  const std::uint64_t hq = (c.padded_h + s - 1) / s;
-  p.wq = (c.padded_w + s - 1) / s;
+  const Phases ph = phases(c, p.tap_offset);
+  p.wq = ph.wq;
+  p.plane_words = ph.plane_words;
   p.taps = c.kh * c.kw;
   // Channels in quads: the first phase padded to a multiple of 4, then the second.
   std::vector<std::int64_t>& chans = thread_buffer<std::int64_t, QuadChannelTag>();
@@ -134,49 +151,21 @@ void pack_quads(const DenseConv& c, PackedQuads& p) {
   while (chans.size() % 4) chans.push_back(-1);
   p.quads = chans.size() / 4;
   p.split_quads = c.split == c.channels.size() ? p.quads : (c.split + 3) / 4;
-  std::vector<std::int64_t> slot(s * s, -1);
-  std::int64_t slots = 0;
-  for (std::uint64_t i = 0; i < c.kh; ++i)
-    for (std::uint64_t j = 0; j < c.kw; ++j)
-      if (slot[(i % s) * s + j % s] < 0) slot[(i % s) * s + j % s] = slots++;
-  const std::uint64_t phase_words = hq * p.wq;
-  p.plane_words = static_cast<std::uint64_t>(slots) * phase_words;
-  p.tap_offset.clear();
-  for (std::uint64_t i = 0; i < c.kh; ++i)
-    for (std::uint64_t j = 0; j < c.kw; ++j)
-      p.tap_offset.push_back(static_cast<std::int64_t>(
-          static_cast<std::uint64_t>(slot[(i % s) * s + j % s]) * phase_words + (i / s) * p.wq +
-          j / s));
   p.q_count = c.oh() * p.wq;
   p.q_padded = (p.q_count + kTileQ4 - 1) / kTileQ4 * kTileQ4;
   // 0x80808080: every byte x = 0 (the value of padding and of the zero channels).
   p.x.assign(p.quads * p.plane_words + p.q_padded, 0x80808080u);
-  const std::uint64_t plane_size = c.padded_h * c.padded_w;
-  auto plane = [&](std::int64_t ch) -> const std::int8_t* {
-    if (ch < 0) return nullptr;
-    if (static_cast<std::uint64_t>(ch) >= c.plane_count)
-      fail("dense_conv: channel {} is not one of the {} planes", ch, c.plane_count);
-    return c.planes + static_cast<std::uint64_t>(ch) * plane_size;
-  };
   for (std::uint64_t qd = 0; qd < p.quads; ++qd) {
     const std::int8_t* src[4];
-    for (int b = 0; b < 4; ++b) src[b] = plane(chans[4 * qd + static_cast<std::uint64_t>(b)]);
-    for (std::uint64_t ry = 0; ry < s; ++ry)
-      for (std::uint64_t rx = 0; rx < s; ++rx) {
-        if (slot[ry * s + rx] < 0) continue;
-        std::uint32_t* dst = p.x.data() + qd * p.plane_words +
-                             static_cast<std::uint64_t>(slot[ry * s + rx]) * phase_words;
-        for (std::uint64_t yq = 0; yq < hq && yq * s + ry < c.padded_h; ++yq)
-          for (std::uint64_t xq = 0; xq < p.wq && xq * s + rx < c.padded_w; ++xq) {
-            const std::uint64_t at = (yq * s + ry) * c.padded_w + xq * s + rx;
-            std::uint32_t word = 0;
-            for (int b = 0; b < 4; ++b) {
-              const std::int8_t v = src[b] ? src[b][at] : 0;
-              word |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(v + 128)) << (8 * b);
-            }
-            dst[yq * p.wq + xq] = word;
-          }
+    for (int b = 0; b < 4; ++b) src[b] = plane_of(c, chans[4 * qd + static_cast<std::uint64_t>(b)]);
+    scatter_phases(c, ph, p.x.data() + qd * p.plane_words, [&](std::uint64_t at) {
+      std::uint32_t word = 0;
+      for (int b = 0; b < 4; ++b) {
+        const std::int8_t v = src[b] ? src[b][at] : 0;
+        word |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(v + 128)) << (8 * b);
       }
+      return word;
+    });
   }
   p.kn_padded = (c.kn + kTileK4 - 1) / kTileK4 * kTileK4;
   p.w.assign(p.kn_padded * p.quads * p.taps, 0);
