@@ -40,6 +40,7 @@ const std::vector<std::string>& graph_pass_names() {
                                                  "canonicalize_qdq",
                                                  "hard_activations",
                                                  "constant_arithmetic",
+                                                 "broadcast_mul",
                                                  "quant_params",
                                                  "check_shapes",
                                                  "assign_devices",
@@ -104,6 +105,7 @@ Context lower_unsplit(const ir::Graph& model, const CompileOptions& options) {
   run(ctx, "canonicalize_qdq", canonicalize_qdq);
   run(ctx, "hard_activations", hard_activations);
   run(ctx, "constant_arithmetic", constant_arithmetic);
+  run(ctx, "broadcast_mul", broadcast_mul);
   run(ctx, "quant_params", quant_params);
   run(ctx, "check_shapes", check_shapes);
   run(ctx, "assign_devices", assign_devices);
