@@ -41,6 +41,7 @@ const std::vector<std::string>& graph_pass_names() {
                                                  "hard_activations",
                                                  "constant_arithmetic",
                                                  "broadcast_mul",
+                                                 "decompose_conv_transpose",
                                                  "quant_params",
                                                  "check_shapes",
                                                  "assign_devices",
@@ -106,6 +107,7 @@ Context lower_unsplit(const ir::Graph& model, const CompileOptions& options) {
   run(ctx, "hard_activations", hard_activations);
   run(ctx, "constant_arithmetic", constant_arithmetic);
   run(ctx, "broadcast_mul", broadcast_mul);
+  run(ctx, "decompose_conv_transpose", decompose_conv_transpose);
   run(ctx, "quant_params", quant_params);
   run(ctx, "check_shapes", check_shapes);
   run(ctx, "assign_devices", assign_devices);

@@ -188,12 +188,12 @@ bool rewrite(ir::Graph& g, std::size_t i) {
   ir::Node n = g.nodes[i];  // copy: g.nodes may change while we add constants
   if (!(n.domain.empty() || n.domain == "ai.onnx") || n.outputs.size() != 1) return false;
   const std::string& op = n.op_type;
-  static const std::set<std::string> kHandled = {"Conv",      "Gemm",        "MatMul",
-                                                 "Add",       "Mul",         "Sigmoid",
-                                                 "LeakyRelu", "AveragePool", "GlobalAveragePool",
-                                                 "Concat",    "MaxPool",     "Resize",
-                                                 "Flatten",   "Reshape",     "Relu",
-                                                 "Clip"};
+  static const std::set<std::string> kHandled = {"Conv",      "Gemm",         "MatMul",
+                                                 "Add",       "Mul",          "Sigmoid",
+                                                 "LeakyRelu", "AveragePool",  "GlobalAveragePool",
+                                                 "Concat",    "MaxPool",      "Resize",
+                                                 "Flatten",   "Reshape",      "Relu",
+                                                 "Clip",      "ConvTranspose"};
   if (!kHandled.count(op)) return false;
 
   const bool passthrough = op == "MaxPool" || op == "Resize" || op == "Flatten" ||
@@ -231,6 +231,22 @@ bool rewrite(ir::Graph& g, std::size_t i) {
     auto w = weights_of(g, n.inputs[1]);
     if (!w) return false;
     out.op_type = "QLinearConv";
+    out.inputs = {x->q,          x->scale_name, zp_or_zero(g, x->zp_name, x->q),
+                  w->q,          w->scale_name, w->zp_name,
+                  q->scale_name, y_zp};
+    if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+      auto b = bias_of(g, n.inputs[2], x->scales[0] * w->scale, out.name);
+      if (!b) return false;
+      out.inputs.push_back(*b);
+    }
+  } else if (op == "ConvTranspose") {
+    // No ai.onnx int8 form: onnxruntime's contrib QLinearConvTranspose (per-tensor here), which
+    // the reference executor runs in integers and decompose_conv_transpose rewrites into a conv.
+    if (!x || x->scales.size() != 1 || n.inputs.size() < 2) return false;
+    auto w = weights_of(g, n.inputs[1]);
+    if (!w) return false;
+    out.op_type = "QLinearConvTranspose";
+    out.domain = "com.microsoft";
     out.inputs = {x->q,          x->scale_name, zp_or_zero(g, x->zp_name, x->q),
                   w->q,          w->scale_name, w->zp_name,
                   q->scale_name, y_zp};

@@ -61,6 +61,16 @@ std::uint64_t node_macs(const ir::Graph& g, const ir::Node& n) {
   const ir::Tensor* out = n.outputs.empty() ? nullptr : g.find(n.outputs[0]);
   if (!out) return 0;
   std::size_t w = 0;
+  if (op == "ConvTranspose" || op == "QLinearConvTranspose") {
+    // Every input element meets M/group * KH * KW weights (W is [C, M/group, k...]).
+    const ir::Tensor* x = tensor(0);
+    const ir::Tensor* wt = tensor(op == "ConvTranspose" ? 1 : 3);
+    if (!x || !wt || wt->shape.size() < 3 || ir::element_count(x->shape) < 0) return 0;
+    std::uint64_t per = 1;
+    for (std::size_t d = 1; d < wt->shape.size(); ++d)
+      per *= static_cast<std::uint64_t>(std::max<std::int64_t>(wt->shape[d], 1));
+    return per * static_cast<std::uint64_t>(ir::element_count(x->shape));
+  }
   if (op == "Conv" || op == "GatiConv" || op == "ConvInteger")
     w = 1;
   else if (op == "QLinearConv")

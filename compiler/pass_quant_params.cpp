@@ -33,7 +33,7 @@ void quant_params(Context& ctx) {
         take(n, out, 1, 2);
       else if (op == "DequantizeLinear")
         take(n, in(0), 1, 2);
-      else if (op == "QLinearConv")
+      else if (op == "QLinearConv" || op == "QLinearConvTranspose")
         take(n, in(0), 1, 2), take(n, out, 6, 7);
       else if (op == "QGemm")
         take(n, in(0), 1, 2), take(n, out, 7, 8);
@@ -49,7 +49,7 @@ void quant_params(Context& ctx) {
         for (std::size_t k = 2; k + 2 < n.inputs.size() + 1 && k < n.inputs.size(); k += 3)
           take(n, in(k), k + 1, k + 2);
       } else if ((op == "MaxPool" || op == "Relu" || op == "Clip" || op == "Flatten" ||
-                  op == "Reshape" || op == "Resize") &&
+                  op == "Reshape" || op == "Resize" || op == "DepthToSpace" || op == "Slice") &&
                  q.count(in(0)) && !q.count(out))
         q[out] = q[in(0)];
     }

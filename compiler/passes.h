@@ -16,7 +16,9 @@
 //                            BatchNormalization on one int8 activation -> depthwise 1x1 QLinearConv
 //  3c. broadcast_mul         QLinearMul(x [1,C,H,W], s [1,C,1,1]) (squeeze-excitation): s broadcast
 //                            by a depthwise all-ones conv and 2x Resizes, then a same-shape mul
-//  3d. quant_params          every int8 value's scale and zero point (ctx.quantization)
+//  3d. decompose_conv_transpose  int8 ConvTranspose -> sub-pixel QLinearConv (device) +
+//                            DepthToSpace + Slice (host, exact int8 interleave and crop)
+//  3e. quant_params          every int8 value's scale and zero point (ctx.quantization)
 //   4. check_shapes          every value a device candidate touches has a known static shape
 //   5. assign_devices        which nodes the Gati could run and which the host must, and why
 //   6. partition             the ordered host/device segments (a segment index per node), small
@@ -50,6 +52,7 @@ void canonicalize_qdq(Context& ctx);
 void hard_activations(Context& ctx);
 void constant_arithmetic(Context& ctx);
 void broadcast_mul(Context& ctx);
+void decompose_conv_transpose(Context& ctx);
 void quant_params(Context& ctx);
 void check_shapes(Context& ctx);
 void assign_devices(Context& ctx);

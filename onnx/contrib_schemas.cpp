@@ -2,6 +2,12 @@
 
 #include <onnx/defs/shape_inference.h>
 
+#include <algorithm>
+
+#include "common/error.h"
+#include "ir/graph.h"
+#include "ref/conv_transpose.h"
+
 #include <map>
 #include <optional>
 #include <string>
@@ -195,6 +201,40 @@ void infer_quantize(InferenceContext& ctx) {
   set_output(ctx, out_type, shape_of(ctx, 0));
 }
 
+// QLinearConvTranspose: x, x_s, x_zp, w, w_s, w_zp, y_s, y_zp, B. The output shape comes from
+// ref::conv_transpose_geometry, the same rules the kernel uses.
+void infer_qlinear_conv_transpose(InferenceContext& ctx) {
+  const int out_type = input_present(ctx, 7) ? elem_type(ctx, 7) : TensorProto::UINT8;
+  auto x = shape_of(ctx, 0);
+  auto w = shape_of(ctx, 3);
+  auto all_known = [](const std::vector<Dim>& d) {
+    return std::all_of(d.begin(), d.end(), [](const Dim& v) { return v.has_dim_value(); });
+  };
+  if (!x || !w || !all_known(*x) || !all_known(*w)) return set_output(ctx, out_type, std::nullopt);
+  ir::Node node;
+  node.op_type = "QLinearConvTranspose";
+  for (const char* name : {"group"})
+    if (const auto* a = ctx.getAttribute(name); a && a->has_i()) node.attributes[name] = a->i();
+  for (const char* name :
+       {"kernel_shape", "strides", "dilations", "pads", "output_padding", "output_shape"})
+    if (ctx.getAttribute(name)) node.attributes[name] = ints_attr(ctx, name);
+  if (const auto* a = ctx.getAttribute("auto_pad"); a && a->has_s())
+    node.attributes["auto_pad"] = a->s();
+  ir::Shape xs, ws;
+  for (const auto& d : *x) xs.push_back(d.dim_value());
+  for (const auto& d : *w) ws.push_back(d.dim_value());
+  ir::Shape out;
+  try {
+    out = ref::conv_transpose_geometry(node, xs, ws).output_shape(xs[0]);
+  } catch (const Error& e) {
+    fail_shape_inference("QLinearConvTranspose: ", e.what());
+  }
+  std::vector<Dim> dims;
+  dims.push_back((*x)[0]);
+  for (std::size_t i = 1; i < out.size(); ++i) dims.push_back(known(out[i]));
+  set_output(ctx, out_type, dims);
+}
+
 class ContribRegistry final : public ::onnx::ISchemaRegistry {
  public:
   ContribRegistry() {
@@ -207,6 +247,7 @@ class ContribRegistry final : public ::onnx::ISchemaRegistry {
     add("QLinearGlobalAveragePool", infer_global_pool);
     add("QLinearAveragePool", infer_average_pool);
     add("QGemm", infer_qgemm);
+    add("QLinearConvTranspose", infer_qlinear_conv_transpose);
     add("QuantizeLinear", infer_quantize);
     add("DequantizeLinear", infer_dequantize);
   }

@@ -183,7 +183,11 @@ Graph fold_batch_norm(const Graph& graph) {
     auto producer_it = std::find_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) {
       return std::find(n.outputs.begin(), n.outputs.end(), x) != n.outputs.end();
     });
-    if (producer_it == g.nodes.end() || producer_it->op_type != "Conv") continue;
+    if (producer_it == g.nodes.end() ||
+        (producer_it->op_type != "Conv" && producer_it->op_type != "ConvTranspose") ||
+        !producer_it->domain.empty())
+      continue;
+    const bool transposed = producer_it->op_type == "ConvTranspose";
     Node& conv = *producer_it;
     if (g.consumers(x).size() != 1 ||
         std::find(g.outputs.begin(), g.outputs.end(), x) != g.outputs.end())
@@ -198,7 +202,10 @@ Graph fold_batch_norm(const Graph& graph) {
     const Tensor* mean = constant(g, bn.inputs[3]);
     const Tensor* var = constant(g, bn.inputs[4]);
     if (!scale || !bias || !mean || !var) continue;
-    const std::int64_t channels = w->shape[0];
+    if (w->shape.size() < 3) continue;
+    // Conv W is [M, C / group, k...]; ConvTranspose W is [C, M / group, k...].
+    const std::int64_t group = conv.get_int("group", 1);
+    const std::int64_t channels = transposed ? w->shape[1] * group : w->shape[0];
     auto vec = [&](const Tensor* t) {
       std::vector<float> v = ir::to_float_vector(*t);
       if (static_cast<std::int64_t>(v.size()) != channels)
@@ -213,15 +220,20 @@ Graph fold_batch_norm(const Graph& graph) {
     Tensor new_w = *w;
     new_w.name = conv.name + "_bn_folded_weight";
     Tensor new_b = ir::make_tensor(DType::kFloat32, {channels}, conv.name + "_bn_folded_bias");
-    const std::int64_t per_channel = ir::element_count(w->shape) / channels;
+    std::vector<double> k(channels);
     for (std::int64_t c = 0; c < channels; ++c) {
-      double k = gamma[c] / std::sqrt(static_cast<double>(sigma2[c]) + eps);
-      for (std::int64_t i = 0; i < per_channel; ++i) {
-        float& v = new_w.as_mutable<float>()[c * per_channel + i];
-        v = static_cast<float>(v * k);
-      }
-      new_b.as_mutable<float>()[c] = static_cast<float>((conv_bias[c] - mu[c]) * k + beta[c]);
+      k[c] = gamma[c] / std::sqrt(static_cast<double>(sigma2[c]) + eps);
+      new_b.as_mutable<float>()[c] = static_cast<float>((conv_bias[c] - mu[c]) * k[c] + beta[c]);
     }
+    const std::int64_t kernel = ir::element_count(w->shape) / (w->shape[0] * w->shape[1]);
+    for (std::int64_t o = 0; o < w->shape[0]; ++o)
+      for (std::int64_t i = 0; i < w->shape[1]; ++i) {
+        // The output channel of W[o][i]: o for Conv; for ConvTranspose, input channel o's group
+        // times M / group, plus i.
+        const std::int64_t m = transposed ? (o / (w->shape[0] / group)) * w->shape[1] + i : o;
+        float* v = new_w.as_mutable<float>() + (o * w->shape[1] + i) * kernel;
+        for (std::int64_t e = 0; e < kernel; ++e) v[e] = static_cast<float>(v[e] * k[m]);
+      }
     conv.inputs.resize(3);
     conv.inputs[1] = new_w.name;
     conv.inputs[2] = new_b.name;
@@ -689,6 +701,7 @@ class Rewriter {
     if (!quantizable(y)) return keep_float(n, "output is not a calibrated float activation");
 
     if (op == "Conv") return conv(n);
+    if (op == "ConvTranspose") return conv_transpose(n);
     if (op == "Gemm") return gemm(n);
     if (op == "MatMul") return matmul(n);
     if (op == "Add" || op == "Mul") return binary(n);
@@ -769,6 +782,67 @@ class Rewriter {
     Node q = qnode(n, "QLinearConv", "", std::move(in), n.outputs[0]);
     q.attributes = n.attributes;
     add_node(std::move(q));
+  }
+
+  // ConvTranspose has no int8 form in ai.onnx (com.microsoft.QLinearConvTranspose is not in
+  // onnxruntime's CPU provider), so it is written in QDQ form with the same parameters as a
+  // QLinearConv: DequantizeLinear(int8 x), DequantizeLinear(int8 W, per tensor),
+  // DequantizeLinear(int32 bias at x_scale * w_scale) -> ConvTranspose -> QuantizeLinear. The
+  // compiler's canonicalize_qdq reads the pattern back as one int8 op.
+  void conv_transpose(const Node& n) {
+    const std::string& x = n.inputs[0];
+    const Tensor* w = n.inputs.size() > 1 ? constant(f_, n.inputs[1]) : nullptr;
+    const Tensor* b = n.inputs.size() > 2 ? constant(f_, n.inputs[2]) : nullptr;
+    if (!quantizable(x) || !w || (n.inputs.size() > 2 && !n.inputs[2].empty() && !b))
+      return keep_float(n, "input not quantizable or weights/bias not constant");
+    QuantizedWeight qw = quantize_symmetric(*w, n.inputs[1] + "_quantized");
+    const float acc_scale = scale_.at(x) * qw.scale;
+    std::optional<Tensor> qb;
+    if (b) {
+      std::string why;
+      qb = quantize_bias(*b, n.inputs[2], acc_scale, why);
+      if (!qb) return keep_float_warn(n, why);
+    }
+    const std::string name = unique_node_name(n.name);
+    auto dequantize = [&](const std::string& q, const std::string& scale, const std::string& zero,
+                          const std::string& like, const std::string& out) {
+      Tensor info;
+      info.name = out;
+      info.dtype = DType::kFloat32;
+      info.shape = like.empty() ? ir::Shape{} : q_.tensors.at(like).shape;
+      q_.tensors[out] = std::move(info);
+      Node dq{unique_node_name(out + "_DequantizeLinear"),
+              "DequantizeLinear",
+              "",
+              {q, scale},
+              {out},
+              {}};
+      if (!zero.empty()) dq.inputs.push_back(zero);
+      add_node(std::move(dq));
+      return out;
+    };
+    const std::string xq = need_quant(x);
+    Node ct = n;
+    ct.name = name;
+    ct.inputs = {dequantize(xq, act_scale(x), act_zero(x), xq, name + "_x_dequantized")};
+    const std::string wq = add_constant(std::move(qw.values));
+    ct.inputs.push_back(dequantize(wq, scale_tensor(qw.scale, n.inputs[1]),
+                                   weight_zero(n.inputs[1]), wq, name + "_w_dequantized"));
+    if (qb) {
+      const std::string bq = add_constant(std::move(*qb));
+      ct.inputs.push_back(dequantize(bq, scale_tensor(acc_scale, n.inputs[2] + "_acc"), "", bq,
+                                     name + "_b_dequantized"));
+    }
+    const std::string y = n.outputs[0];
+    const std::string y_float = name + "_float_output";
+    Tensor yinfo = f_.tensor(y);
+    yinfo.name = y_float;
+    q_.tensors[y_float] = std::move(yinfo);
+    ct.outputs = {y_float};
+    add_node(std::move(ct));
+    Node qn{unique_node_name(y + "_QuantizeLinear"), "QuantizeLinear",  "",
+            {y_float, act_scale(y), act_zero(y)},    {declare_int8(y)}, {}};
+    add_node(std::move(qn));
   }
 
   std::string weight_zero(const std::string& w) {
