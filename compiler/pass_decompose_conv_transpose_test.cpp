@@ -200,6 +200,9 @@ TEST(DecomposeConvTranspose, FixtureNetConvsRunOnTheDevice) {
       device_convs += n.op_type == "GatiConv" && r.ctx.on_device(n.name) &&
                       n.name.find("_phases") != std::string::npos;
     EXPECT_GE(device_convs, 1u) << arch.str();
+    // One device part is run here; programs with several (and the whole model, host segments
+    // included) run through runtime::Session in tools/conv_transpose_cli_test.cpp.
+    if (r.manifest.device_segment_count() > 1) continue;
     // Every device input (from the host segments before it) from a reference run of the whole
     // lowered graph.
     std::map<std::string, ir::Tensor> dev_in;
