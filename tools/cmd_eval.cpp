@@ -121,8 +121,11 @@ void run(const EvalArgs& a) {
   if (a.limit > 0) n = std::min(n, a.limit);
 
   TempDir temp;
-  const std::string dir =
-      npukit::tools::ensure_program_dir(a.model, a.program, temp.path().string());
+  // A model with symbolic dimensions takes the image shape of --data (unless --input-shape).
+  npukit::tools::ProgramOptions program = a.program;
+  program.data_shapes[""] = x.shape;
+  program.data_what = "--data '" + a.data + "'";
+  const std::string dir = npukit::tools::ensure_program_dir(a.model, program, temp.path().string());
   npukit::runtime::SessionOptions so;
   so.warnings = &std::cerr;
   npukit::runtime::Session session(dir, so);
@@ -141,7 +144,7 @@ void run(const EvalArgs& a) {
 
   std::optional<ir::Graph> float_model;
   if (!a.float_model.empty()) {
-    float_model = npukit::onnxio::load_onnx(a.float_model);
+    float_model = npukit::tools::load_model(a.float_model, program);
     if (float_model->inputs.size() != 1)
       fail("--float '{}': needs exactly one input, has {}", a.float_model,
            float_model->inputs.size());
@@ -244,6 +247,7 @@ const npukit::tools::CommandRegistrar kReg{
                      "write per-segment (where, cycles or host time, bytes each way) and "
                      "per-layer stats, per image, as JSON");
       npukit::tools::add_program_options(sub, args->program);
+      npukit::tools::add_input_shape_option(sub, args->program);
       sub.callback([args] { run(*args); });
     }};
 

@@ -43,8 +43,17 @@ void run(const RunArgs& a) {
   npukit::PendingDirectory out(a.output_dir);
   npukit::PendingOutputs stats;
   if (!a.stats_json.empty()) npukit::check_output_path(a.stats_json, "--stats-json");
+  // A model with symbolic dimensions takes the shapes of the --input files (unless --input-shape).
+  npukit::tools::ProgramOptions program = a.program;
+  for (const auto& spec : a.inputs) {
+    const auto eq = spec.find('=');
+    const std::string name = eq == std::string::npos ? "" : spec.substr(0, eq);
+    const std::string file = eq == std::string::npos ? spec : spec.substr(eq + 1);
+    if (!fs::is_directory(a.model) && fs::exists(file))
+      program.data_shapes[name] = npukit::onnxio::load_tensor_file(file).shape;
+  }
   const std::string program_dir = npukit::tools::ensure_program_dir(
-      a.model, a.program, (fs::path(out.path()) / "program").string());
+      a.model, program, (fs::path(out.path()) / "program").string());
   npukit::runtime::SessionOptions so;
   so.transport = a.transport;
   so.warnings = &std::cerr;
@@ -104,6 +113,7 @@ const npukit::tools::CommandRegistrar kReg{
                      "write per-segment (where, cycles or host time, bytes each way) and per-layer "
                      "stats as JSON");
       npukit::tools::add_program_options(sub, args->program);
+      npukit::tools::add_input_shape_option(sub, args->program);
       sub.callback([args] { run(*args); });
     }};
 

@@ -77,3 +77,54 @@ TEST(ConvTransposeCli, QuantizedCompiledAndRunEqualsTheReference) {
 
 }  // namespace
 
+namespace {
+
+// Issue 18, shapes: an int8 model with symbolic batch, height and width runs and evaluates with
+// the shape of the data it is given, or the one --input-shape names; the outputs equal those of
+// the same model with fixed shapes.
+TEST(InputShapeCli, RunAndEvalTakeSymbolicShapesFromTheDataOrTheOption) {
+  TempDir dir;
+  const std::string sym = kDir + "ct_net.int8_symbolic.onnx";
+  const std::string fixed = kDir + "ct_net.int8.onnx";
+  const std::string in = kDir + "ct_net.input_0.npy";
+  auto r = run_npukit("run " + fixed + " -i " + in + " -o " + (dir.path / "fixed").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  r = run_npukit("run " + sym + " -i " + in + " -o " + (dir.path / "from_data").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("input 'x' has symbolic dimensions; using the shape [1, 4, 6, 6]"),
+            std::string::npos)
+      << r.out;
+  r = run_npukit("run " + sym + " --input-shape x=1,4,6,6 -i " + in + " -o " +
+                 (dir.path / "from_option").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* y : {"y1", "y2"}) {
+    const auto want =
+        npukit::onnxio::load_tensor_file((dir.path / "fixed" / (std::string(y) + ".npy")).string());
+    for (const char* d : {"from_data", "from_option"}) {
+      const auto got =
+          npukit::onnxio::load_tensor_file((dir.path / d / (std::string(y) + ".npy")).string());
+      EXPECT_EQ(got.shape, want.shape) << d;
+      EXPECT_EQ(got.data, want.data) << d;
+    }
+  }
+  // A shape the model contradicts is refused, naming the input.
+  r = run_npukit("run " + sym + " --input-shape x=1,5,6,6 -i " + in + " -o " +
+                 (dir.path / "bad").string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("'x'"), std::string::npos) << r.out;
+  // A compiled directory has its shapes fixed: --input-shape there is an error, not ignored.
+  r = run_npukit("compile " + fixed + " -o " + (dir.path / "prog").string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  r = run_npukit("run " + (dir.path / "prog").string() + " --input-shape x=1,4,6,6 -i " + in +
+                 " -o " + (dir.path / "bad2").string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("compiled with fixed shapes"), std::string::npos) << r.out;
+
+  // eval: the image shape of --data (a stack of 3 images); --float gets the same shape.
+  r = run_npukit("eval " + sym + " --data " + kDir + "ct_net.calib.npy --labels " + kDir +
+                 "ct_net.labels.npy --float " + kDir + "ct_net.onnx -q");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("symbolic dimensions"), std::string::npos) << r.out;
+}
+
+}  // namespace

@@ -3,6 +3,7 @@
 #include "common/error.h"
 #include "common/file_io.h"
 #include "common/npy.h"
+#include "ir/tensor_util.h"
 #include "onnx/onnx_io.h"
 
 #include <fmt/format.h>
@@ -38,6 +39,37 @@ void add_program_options(CLI::App& sub, ProgramOptions& o) {
                "emit programs that hit known v1.0.0 hardware errata (simulation only)");
   sub.add_option("--dispatch", o.dispatch, "also dispatch these layers' outputs (names)")
       ->delimiter(',');
+}
+
+void add_input_shape_option(CLI::App& sub, ProgramOptions& o) {
+  sub.add_option("--input-shape", o.input_shapes,
+                 "NAME=1,3,320,320: the shape of an input with symbolic dimensions (ONNX models; "
+                 "without it, the shape of the data given)");
+}
+
+ir::Graph load_model(const std::string& path, const ProgramOptions& options) {
+  onnxio::LoadOptions load;
+  for (const auto& spec : options.input_shapes) onnxio::add_input_shape(load, spec);
+  ir::Graph model = onnxio::load_onnx(path, load);
+  const auto symbolic = onnxio::symbolic_inputs(model);
+  bool changed = false;
+  for (const auto& name : symbolic) {
+    auto it = options.data_shapes.find(name);
+    if (it == options.data_shapes.end() && model.inputs.size() == 1)
+      it = options.data_shapes.find("");
+    if (it == options.data_shapes.end()) continue;
+    load.input_shapes[name] =
+        onnxio::shape_from_sample(model.tensor(name), it->second, options.data_what);
+    changed = true;
+  }
+  if (!changed) return model;
+  model = onnxio::load_onnx(path, load);
+  for (const auto& name : symbolic)
+    if (load.input_shapes.count(name))
+      std::cerr << fmt::format(
+          "npukit: input '{}' has symbolic dimensions; using the shape {} of {}\n", name,
+          ir::shape_string(model.tensor(name).shape), options.data_what);
+  return model;
 }
 
 void write_program_dir(const compiler::CompileResult& result, const std::string& dir) {
@@ -98,11 +130,16 @@ std::string ensure_program_dir(const std::string& path, const ProgramOptions& op
         options.ramsize_mb != m.ramsize_mb)
       fail("--ramsize {}: '{}' was compiled for {} MB of DRAM; recompile it or drop --ramsize",
            options.ramsize_mb, path, m.ramsize_mb);
+    if (!options.input_shapes.empty())
+      fail(
+          "--input-shape {}: '{}' was compiled with fixed shapes; give it to `npukit compile` "
+          "or run the ONNX model",
+          options.input_shapes[0], path);
     return path;
   }
   if (!fs::exists(path)) fail("'{}' does not exist", path);
   (void)options.compile_options();  // option errors before the (slow) import
-  const ir::Graph model = onnxio::load_onnx(path);
+  const ir::Graph model = load_model(path, options);
   auto result = compiler::compile(model, options.compile_options());
   for (const auto& w : result.ctx.warnings) std::cerr << "npukit: compile warning: " << w << "\n";
   write_program_dir(result, out_dir);

@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,11 +24,24 @@ struct ProgramOptions {
   // directory must then match them).
   const CLI::Option* sa_arch_option = nullptr;
   const CLI::Option* ramsize_option = nullptr;
+  // --input-shape NAME=1,3,320,320 (add_input_shape_option), for an ONNX model only.
+  std::vector<std::string> input_shapes;
+  // The shapes of the data the command feeds, by input name ("" = the model's only input): an
+  // input still symbolic after --input-shape takes its shape from them (shape_from_sample).
+  std::map<std::string, ir::Shape> data_shapes;
+  std::string data_what = "--input";  // named in errors about data_shapes
   compiler::CompileOptions compile_options() const;
 };
 
 // --sa-arch, --ramsize, --allow-errata, --dispatch.
 void add_program_options(CLI::App& sub, ProgramOptions& options);
+
+// --input-shape NAME=1,3,320,320 (repeatable; NAME= may be left out for a one-input model).
+void add_input_shape_option(CLI::App& sub, ProgramOptions& options);
+
+// Loads an ONNX model with options.input_shapes, then gives inputs that are still symbolic the
+// shape of options.data_shapes (docs/import.md, "Input shapes").
+ir::Graph load_model(const std::string& path, const ProgramOptions& options);
 
 // Writes DIR/model.gml, DIR/manifest.json and the host subgraphs.
 void write_program_dir(const compiler::CompileResult& result, const std::string& dir);
