@@ -66,9 +66,9 @@ std::vector<std::uint64_t> layer_cycles(const npukit::compiler::CompileResult& r
 
 void run(const CompileArgs& a) {
   if (a.program.ramsize_mb == 0) npukit::fail("--ramsize must be at least 1 MB");
-  npukit::onnxio::LoadOptions load;
-  for (const auto& spec : a.input_shapes) npukit::onnxio::add_input_shape(load, spec);
-  const npukit::ir::Graph model = npukit::onnxio::load_onnx(a.model, load);
+  npukit::tools::ProgramOptions load = a.program;
+  load.input_shapes = a.input_shapes;
+  const npukit::ir::Graph model = npukit::tools::load_model(a.model, load);
   auto options = a.program.compile_options();
   options.dump_after = a.dump_after;
   options.dump_to = &std::cout;

@@ -120,6 +120,11 @@ TEST(InputShapeCli, RunAndEvalTakeSymbolicShapesFromTheDataOrTheOption) {
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.out.find("compiled with fixed shapes"), std::string::npos) << r.out;
 
+  // A symbolic batch alone compiles as batch 1 (torch's dynamic_axes {0: "N"}; issue 18).
+  r = run_npukit("compile " + kDir + "ct_net.int8_symbolic_batch.onnx -o " +
+                 (dir.path / "prog_batch").string());
+  EXPECT_EQ(r.status, 0) << r.out;
+
   // eval: the image shape of --data (a stack of 3 images); --float gets the same shape.
   r = run_npukit("eval " + sym + " --data " + kDir + "ct_net.calib.npy --labels " + kDir +
                  "ct_net.labels.npy --float " + kDir + "ct_net.onnx -q");

@@ -53,6 +53,17 @@ ir::Graph load_model(const std::string& path, const ProgramOptions& options) {
   ir::Graph model = onnxio::load_onnx(path, load);
   const auto symbolic = onnxio::symbolic_inputs(model);
   bool changed = false;
+  // A symbolic batch alone (torch's dynamic_axes {0: "N"}): the device runs one image at a time.
+  for (const auto& name : model.inputs) {
+    const ir::Shape& shape = model.tensor(name).shape;
+    if (shape.empty() || shape[0] >= 0 || load.input_shapes.count(name) ||
+        std::find(symbolic.begin(), symbolic.end(), name) != symbolic.end())
+      continue;
+    ir::Shape one = shape;
+    one[0] = 1;
+    load.input_shapes[name] = one;
+    changed = true;
+  }
   for (const auto& name : symbolic) {
     auto it = options.data_shapes.find(name);
     if (it == options.data_shapes.end() && model.inputs.size() == 1)
