@@ -81,9 +81,10 @@ TEST(Calibration, PercentileByHand) {
 
 TEST(Calibration, EntropyByHand) {
   // Histogram [10, 2, 0, 1] over [0, 4] (width 1), 2 quantized levels. Candidates i = 2, 3, 4:
-  //  i=2: P = [10, 2+0+1] / 13, Q = [10, 2] / 12:
-  //       KL = 10/13 ln((10/13)/(10/12)) + 3/13 ln((3/13)/(2/12)) = 0.01352
-  //  i=3: P = [10, 2, 0+1] / 13, Q = [10, 2, 0] / 12 (bin 2 is empty so gets nothing): Q is
+  // P and Q are both divided by the total count 13 (Q lacks the clipped mass).
+  //  i=2: P = [10, 2+0+1] / 13, Q = [10, 2] / 13:
+  //       KL = 10/13 ln(1) + 3/13 ln(3/2) = 0.0936
+  //  i=3: P = [10, 2, 0+1] / 13, Q = [10, 2, 0] / 13 (bin 2 is empty so gets nothing): Q is
   //       zero where P is not, KL ~ 1/13 ln((1/13)/1e-4) = 0.51
   //  i=4: P = [10, 2, 0, 1] / 13, Q = [6, 6, 0, 1] / 13:
   //       KL = 10/13 ln(10/6) + 2/13 ln(2/6) = 0.2239
@@ -104,6 +105,21 @@ TEST(Calibration, EntropyByHand) {
   float t = entropy_threshold(bins, 2048.0f, 128);
   EXPECT_LT(t, 400.0f);
   EXPECT_GE(t, 128.0f);
+}
+
+// A distribution far from zero: the clipped mass must count. Histogram [0, 0, 1, 3] over [0, 4],
+// 2 levels. i=2: Q is all zero (skipped). i=3: P = [0, 0, 1+3] / 4, Q = [0, 0, 1] / 4 (groups
+// [0], [1, 2]): KL ~ ln(4) = 1.39. i=4: P = [0, 0, 1, 3] / 4, Q = [0, 0, 2, 2] / 4:
+// KL = 1/4 ln(1/2) + 3/4 ln(3/2) = 0.131. T = 4. (Q normalized over its own mass was [0, 0, 1]
+// at i=3, equal to P, KL = 0: T = 3 clipped 3 of 4 values.) The second case is a sparse peak in
+// [0.47, 1] like mobilenet_v3's squeeze-excitation gates (1 value in every third bin from 960,
+// 2 more in every second bin of [1400, 1600)): the old rule clipped it at 0.469, below every value.
+TEST(Calibration, EntropyCountsTheClippedMass) {
+  EXPECT_FLOAT_EQ(entropy_threshold({0, 0, 1, 3}, 4.0f, 2), 4.0f);
+  std::vector<std::uint64_t> peak(2048, 0);
+  for (int k = 960; k < 2048; k += 3) peak[k] = 1;
+  for (int k = 1400; k < 1600; k += 2) peak[k] += 2;
+  EXPECT_FLOAT_EQ(entropy_threshold(peak, 1.0f, 128), 1.0f);
 }
 
 // The exact zeros of a Relu output do not take part in the entropy search. x is a symmetric
