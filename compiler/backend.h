@@ -35,6 +35,10 @@ struct DeviceTensor {
   bool device_input = false, device_output = false;
   std::uint64_t arena_offset = 0;  // allocate_buffers
   std::uint32_t address = 0;       // assign_addresses
+  // A view (split_grouped_convs' channel Slice/Concat): the bytes at `alias_offset` of the
+  // tensor `alias_of`, which owns the buffer; not allocated itself.
+  std::string alias_of;
+  std::uint64_t alias_offset = 0;
 };
 
 struct LayerBlob {

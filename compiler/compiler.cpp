@@ -53,6 +53,7 @@ const std::vector<std::string>& graph_pass_names() {
                                                  "lower_concat",
                                                  "clear_resize_padding",
                                                  "transpose_tall_images",
+                                                 "split_grouped_convs",
                                                  "split_kernels",
                                                  "pad_kernel_iterations",
                                                  "check_limits"};
@@ -119,6 +120,7 @@ Context lower_unsplit(const ir::Graph& model, const CompileOptions& options) {
   run(ctx, "lower_concat", lower_concat);
   run(ctx, "clear_resize_padding", clear_resize_padding);
   run(ctx, "transpose_tall_images", transpose_tall_images);
+  run(ctx, "split_grouped_convs", split_grouped_convs);
   run(ctx, "partition", partition);  // the lowered nodes' segments
   return ctx;
 }

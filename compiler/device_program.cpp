@@ -8,8 +8,11 @@
 #include "compiler/backend.h"
 #include "compiler/geometry.h"
 #include "compiler/layout.h"
+#include "compiler/passes.h"
+#include "isa/host_layout.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 namespace npukit::compiler {
@@ -68,6 +71,30 @@ DeviceProgram collect_device_program(const Context& ctx) {
   DeviceProgram prog;
   prog.arch = ctx.options.arch;
   std::set<std::string> produced;
+  // Views (is_device_view): value -> (the value it is a view of, first channel).
+  std::map<std::string, std::pair<std::string, std::int64_t>> views;
+  for (const auto& n : g.nodes) {
+    if (!ctx.on_device(n.name) || !is_device_view(n)) continue;
+    if (n.op_type == "Slice") {
+      views[n.outputs[0]] = {n.inputs[0], constant_values(g.tensor(n.inputs[1])).at(0)};
+    } else {
+      std::int64_t c0 = 0;
+      for (const auto& in : n.inputs) {
+        views[in] = {n.outputs[0], c0};
+        c0 += g.tensor(in).shape.at(1);
+      }
+    }
+  }
+  // A view's tensor aliases its root at the byte offset of its first channel (whole N_SA groups,
+  // gati.md 6.1: each group of N_SA channels is one contiguous P' * N_SA byte range).
+  auto alias = [&](DeviceTensor& d) {
+    auto it = views.find(d.name);
+    if (it == views.end()) return;
+    const auto& [root, c0] = it->second;
+    const ir::Tensor& rt = g.tensor(root);
+    d.alias_of = root;
+    d.alias_offset = isa::activation_bytes(c0, rt.shape.at(2), rt.shape.at(3), prog.arch);
+  };
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
     if (!is_gati(n) || !ctx.on_device(n.name)) continue;
@@ -99,6 +126,13 @@ DeviceProgram collect_device_program(const Context& ctx) {
     }
     for (const auto& in : reads) {
       auto it = prog.tensors.find(in);
+      if (it == prog.tensors.end() && views.count(in) && prog.tensors.count(views.at(in).first)) {
+        // A view of a tensor an earlier layer made (split_grouped_convs checked that).
+        DeviceTensor d = make_tensor(g.tensor(in), false);
+        alias(d);
+        d.produced_at = prog.tensors.at(d.alias_of).produced_at;
+        it = prog.tensors.emplace(in, d).first;
+      }
       if (it == prog.tensors.end()) {
         const ir::Tensor& t = g.tensor(in);
         DeviceTensor d = make_tensor(t, t.shape.size() == 2);
@@ -120,6 +154,14 @@ DeviceProgram collect_device_program(const Context& ctx) {
     DeviceTensor d = make_tensor(out, n.op_type == "GatiFC" || vector_eltwise);
     d.produced_at = index;
     d.last_used_at = index;
+    alias(d);
+    if (!d.alias_of.empty() && !prog.tensors.count(d.alias_of)) {
+      // The first piece writing into a view's root: the root's buffer starts to live here.
+      DeviceTensor root = make_tensor(g.tensor(d.alias_of), false);
+      root.produced_at = index;
+      root.last_used_at = index;
+      prog.tensors[root.name] = root;
+    }
     prog.tensors[out.name] = d;
     produced.insert(out.name);
     prog.layers.push_back(std::move(layer));
@@ -127,7 +169,7 @@ DeviceProgram collect_device_program(const Context& ctx) {
   // Outputs: produced on the device and needed by the host (or asked for with --dispatch).
   std::set<std::string> needed(g.outputs.begin(), g.outputs.end());
   for (const auto& n : g.nodes)
-    if (!(is_gati(n) && ctx.on_device(n.name)))
+    if (!ctx.on_device(n.name))
       for (const auto& in : n.inputs) needed.insert(in);
   for (const auto& req : ctx.options.dispatch) {
     bool found = produced.count(req) != 0;
@@ -171,6 +213,13 @@ DeviceProgram collect_device_program(const Context& ctx) {
     return 0;
   };
   for (auto& [name, t] : prog.tensors) t.footprint = t.bytes = size_of(t, t.c);
+  // A view's root lives as long as any view of it is used (allocate_buffers places the root).
+  for (auto& [name, t] : prog.tensors) {
+    if (t.alias_of.empty()) continue;
+    DeviceTensor& root = prog.tensors.at(t.alias_of);
+    root.produced_at = std::min(root.produced_at, t.produced_at);
+    root.last_used_at = std::max(root.last_used_at, t.last_used_at);
+  }
   for (const auto& l : prog.layers) {
     const ir::Node& n = g.nodes[l.node];
     if (l.opcode != isa::Opcode::CONV) continue;

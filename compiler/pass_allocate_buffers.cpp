@@ -18,7 +18,8 @@ void allocate_buffers(const Context& ctx, DeviceProgram& prog) {
     int from, to;
   };
   std::vector<DeviceTensor*> order;
-  for (auto& [name, t] : prog.tensors) order.push_back(&t);
+  for (auto& [name, t] : prog.tensors)
+    if (t.alias_of.empty()) order.push_back(&t);  // a view lives in its root's buffer
   // Earlier tensors first; among equals, inputs in graph order, then bigger first.
   std::stable_sort(order.begin(), order.end(), [](const DeviceTensor* a, const DeviceTensor* b) {
     if (a->produced_at != b->produced_at) return a->produced_at < b->produced_at;

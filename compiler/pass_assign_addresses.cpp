@@ -43,8 +43,13 @@ void assign_addresses(const Context& ctx, DeviceProgram& prog) {
   cursor = ceil_mod(cursor, 32);
   prog.arena_address = static_cast<std::uint32_t>(std::min<std::uint64_t>(cursor, 0xFFFFFFFFu));
   for (auto& [name, t] : prog.tensors)
-    t.address =
-        static_cast<std::uint32_t>(std::min<std::uint64_t>(cursor + t.arena_offset, 0xFFFFFFFFu));
+    if (t.alias_of.empty())
+      t.address =
+          static_cast<std::uint32_t>(std::min<std::uint64_t>(cursor + t.arena_offset, 0xFFFFFFFFu));
+  for (auto& [name, t] : prog.tensors)  // views: at their offset in their root
+    if (!t.alias_of.empty())
+      t.address = static_cast<std::uint32_t>(std::min<std::uint64_t>(
+          prog.tensors.at(t.alias_of).address + t.alias_offset, 0xFFFFFFFFu));
   cursor += prog.arena_bytes;
 
   // Convs that accumulate channel groups in DRAM (OnChipAcc = 0 and AccEn = 1) need

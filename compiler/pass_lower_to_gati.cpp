@@ -190,6 +190,7 @@ void lower_to_gati(Context& ctx) {
         // Grouped (regnet, resnext): one regular conv with block-diagonal weights, exact since
         // the added weights are 0 (docs/compiler.md, "Grouped convolution").
         c.inputs[1] = block_diagonal(g, n.inputs[3], group, n.name);
+        c.attributes["block_diagonal_groups"] = group;  // split_grouped_convs may split it
         group = 1;
       }
       const ir::Tensor& w = g.tensor(c.inputs[1]);

@@ -345,7 +345,7 @@ void partition(Context& ctx) {
   } else {
     // After lowering, the device runs npukit.gati nodes only (the back end's device layers).
     for (const auto& n : ctx.graph.nodes)
-      if (ctx.on_device(n.name) && !is_gati(n))
+      if (ctx.on_device(n.name) && !is_gati(n) && !is_device_view(n))
         ctx.place(n.name, Placement::kHost,
                   "host: placed on the device but not lowered to a Gati op");
   }

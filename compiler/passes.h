@@ -29,6 +29,8 @@
 //   8. lower_to_gati         QLinear*/int8 ops -> Gati* with QuantScale/QuantShift folded in
 //   9. fuse_tail             Gati op + activation (+ global average pool) -> one TailBlock
 //  10. transpose_tall_images a device part with tall 3x3 convs (a v1.0.0 hang) runs sideways
+//  10b. split_grouped_convs  a block-diagonal grouped conv -> one conv per m groups reading and
+//                            writing channel views (Slice/Concat aliases, no copy), by cycles
 //  11. split_kernels         kernels taller than the array -> row bands accumulated via acc input
 //  12. pad_kernel_iterations 9,4,4: a conv before a conv padded to an even KernelItr (erratum)
 //  13. check_limits          field widths, stride, width; remaining errata refused
@@ -61,6 +63,10 @@ void legalize_host_ops(Context& ctx);
 void lower_to_gati(Context& ctx);
 void fuse_tail(Context& ctx);
 void transpose_tall_images(Context& ctx);
+void split_grouped_convs(Context& ctx);
+// A Slice or Concat along channels that split_grouped_convs left on the device: no layer, its
+// tensors are aliases of the tensor they view (collect_device_program).
+bool is_device_view(const ir::Node& n);
 void split_kernels(Context& ctx);
 void pad_kernel_iterations(Context& ctx);
 void check_limits(Context& ctx);
