@@ -123,15 +123,7 @@ bool rewrite(ir::Graph& g, const ir::Node& n, const CompileOptions& opt) {
 
 void broadcast_mul(Context& ctx) {
   ir::Graph& g = ctx.graph;
-  for (auto& n : g.nodes)
-    if (n.name.empty()) n.name = unique_name(g, n.op_type);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (std::size_t i = 0; i < g.nodes.size() && !changed; ++i) {
-      const ir::Node n = g.nodes[i];  // copy: a rewrite replaces it
-      changed = rewrite(g, n, ctx.options);
-    }
-  }
+  rewrite_until_done(g, [&](const ir::Node& n) { return rewrite(g, n, ctx.options); });
 }
 
 }  // namespace npukit::compiler

@@ -202,15 +202,8 @@ bool rewrite_qlinear(ir::Graph& g, const ir::Node& n) {
 
 void constant_arithmetic(Context& ctx) {
   ir::Graph& g = ctx.graph;
-  for (auto& n : g.nodes)
-    if (n.name.empty()) n.name = unique_name(g, n.op_type);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (std::size_t i = 0; i < g.nodes.size() && !changed; ++i) {
-      const ir::Node n = g.nodes[i];  // copy: a rewrite replaces it
-      changed = rewrite_float(g, n) || rewrite_qlinear(g, n);
-    }
-  }
+  rewrite_until_done(
+      g, [&](const ir::Node& n) { return rewrite_float(g, n) || rewrite_qlinear(g, n); });
 }
 
 }  // namespace npukit::compiler

@@ -91,16 +91,8 @@ bool rewrite(ir::Graph& g, const ir::Node& n) {
 
 void hard_activations(Context& ctx) {
   ir::Graph& g = ctx.graph;
-  for (auto& n : g.nodes)
-    if (n.name.empty()) n.name = unique_name(g, n.op_type);
   // Each rewrite removes one float op and moves nodes around it: start over until none is left.
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (std::size_t i = 0; i < g.nodes.size() && !changed; ++i) {
-      const ir::Node n = g.nodes[i];  // copy: rewrite replaces it
-      changed = rewrite(g, n);
-    }
-  }
+  rewrite_until_done(g, [&](const ir::Node& n) { return rewrite(g, n); });
 }
 
 }  // namespace npukit::compiler

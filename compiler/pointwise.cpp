@@ -132,6 +132,18 @@ std::optional<ir::Node> depthwise_affine(ir::Graph& g, const std::string& name,
   return n;
 }
 
+void rewrite_until_done(ir::Graph& g, const std::function<bool(const ir::Node&)>& rewrite) {
+  for (auto& n : g.nodes)
+    if (n.name.empty()) n.name = unique_name(g, n.op_type);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::size_t i = 0; i < g.nodes.size() && !changed; ++i) {
+      const ir::Node n = g.nodes[i];  // copy: a rewrite replaces it
+      changed = rewrite(n);
+    }
+  }
+}
+
 void replace_pointwise(ir::Graph& g, const std::string& old_node, const std::string& q_node,
                        std::vector<ir::Node> replacement) {
   std::vector<ir::Node> out;

@@ -6,6 +6,7 @@
 
 #include "compiler/context.h"
 
+#include <functional>
 #include <optional>
 
 namespace npukit::compiler {
@@ -35,6 +36,11 @@ std::optional<ir::Node> depthwise_affine(ir::Graph& g, const std::string& name,
 // `old_node` was) and drops DequantizeLinear nodes nobody reads any more.
 void replace_pointwise(ir::Graph& g, const std::string& old_node, const std::string& q_node,
                        std::vector<ir::Node> replacement);
+
+// The driver of the pointwise rewrite passes: names every unnamed node, then offers a copy of
+// each node in order to `rewrite`, starting over after every rewrite that returns true (it has
+// replaced nodes around the one it was given) until a whole sweep changes nothing.
+void rewrite_until_done(ir::Graph& g, const std::function<bool(const ir::Node&)>& rewrite);
 
 // A float scalar constant in g (for scales).
 std::string float_scalar(ir::Graph& g, const std::string& base, float v);
