@@ -3,8 +3,11 @@
 // normalize_quantization has requantized them.
 #include "compiler/passes.h"
 #include "compiler/test_graphs.h"
+#include "onnx/onnx_io.h"
 
 #include <gtest/gtest.h>
+
+#include <map>
 
 namespace npukit::compiler {
 namespace {
@@ -115,6 +118,37 @@ TEST(CanonicalizeQdq, ScaleChangingMaxPoolStaysFloat) {
   ctx.graph = b.g;
   canonicalize_qdq(ctx);
   EXPECT_EQ(ctx.graph.nodes.size(), 3u);  // unchanged
+}
+
+// torch.ao's QDQ export (fixtures/torch_ao, make_torch_ao.py): every scale and zero point a
+// Constant node, bias zero points ConstantOfShape -> Cast(int32), a Cast to uint8 after every
+// QuantizeLinear. The importer folds the constants, remove_noops drops the Casts, and the front
+// end leaves nothing but QOperator ops between the input's quantizer and the output's
+// dequantizer (the MaxPool and Flatten pairs folded, no Relu invented after them).
+TEST(CanonicalizeQdq, TorchAoExportFoldsToQOperatorOps) {
+  for (const char* backend : {"qnnpack", "onednn"}) {
+    SCOPED_TRACE(backend);
+    const ir::Graph model = onnxio::load_onnx(std::string(NPUKIT_SOURCE_DIR) +
+                                              "/fixtures/torch_ao/ao_" + backend + ".onnx");
+    std::map<std::string, int> ops;
+    for (const auto& n : model.nodes) ++ops[n.op_type];
+    EXPECT_EQ(ops["Constant"] + ops["ConstantOfShape"], 0);  // folded at import
+    EXPECT_EQ(ops["Cast"], 11);  // the uint8 no-op Casts after the quantizers
+    Context ctx;
+    ctx.graph = model;
+    remove_noops(ctx);
+    normalize_quantization(ctx);
+    canonicalize_qdq(ctx);
+    ops.clear();
+    for (const auto& n : ctx.graph.nodes) ++ops[n.op_type];
+    EXPECT_EQ(ops, (std::map<std::string, int>{{"QuantizeLinear", 1},
+                                               {"QLinearConv", 4},
+                                               {"Relu", 5},
+                                               {"MaxPool", 2},
+                                               {"Flatten", 1},
+                                               {"QGemm", 2},
+                                               {"DequantizeLinear", 1}}));
+  }
 }
 
 }  // namespace

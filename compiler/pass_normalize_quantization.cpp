@@ -462,8 +462,9 @@ class Normalizer {
         const auto [qmin, qmax] = p->range();
         const double lo = (qmin - static_cast<double>(p->zero_points[0])) * p->scales[0];
         const double hi = (qmax - static_cast<double>(p->zero_points[0])) * p->scales[0];
-        relu = lo == 0 && !floored_at_zero(g_.nodes[i].inputs[0]);
-        if (!relu && (lo > -126.5 * scale || hi < 126.5 * scale))
+        const bool nonnegative = floored_at_zero(g_.nodes[i].inputs[0]);
+        relu = lo == 0 && !nonnegative;
+        if (!relu && ((lo > -126.5 * scale && !(lo <= 0 && nonnegative)) || hi < 126.5 * scale))
           unsaturated = fmt::format("; values outside [{:.6g}, {:.6g}] no longer saturate", lo, hi);
       }
       note(fmt::format("activation '{}': {} -> symmetric int8, scale {:.6g}{}{}", y, p->describe(),
@@ -489,14 +490,50 @@ class Normalizer {
     }
   }
 
-  // True when `x` comes from a Relu, or a Clip whose lower bound is a constant >= 0.
-  bool floored_at_zero(const std::string& x) const {
+  // True when `x` cannot be negative: it comes from a Relu, a Clip whose lower bound is a constant
+  // >= 0, a DequantizeLinear whose integers cannot go below its zero point (uint8 with zero point
+  // 0, or the output of a QuantizeLinear of such a value with the same or a larger zero point), or
+  // an op that only selects, moves or averages the values of such inputs (MaxPool, Flatten,
+  // Reshape, Concat, ...). torch.ao's QDQ export wraps every MaxPool and Flatten after a ReLU in
+  // its own DequantizeLinear / QuantizeLinear pair: their uint8 zero-point-0 output is the ReLU's
+  // range, not a second ReLU to invent.
+  bool floored_at_zero(const std::string& x, int depth = 0) const {
     const Node* p = g_.producer(x);
-    if (!p || !is_onnx(*p)) return false;
-    if (p->op_type == "Relu") return true;
-    if (p->op_type != "Clip") return false;
-    const Tensor* lo = constant(g_, input_or_empty(*p, 1));
-    return lo && !ir::to_float_vector(*lo).empty() && ir::to_float_vector(*lo)[0] >= 0;
+    if (!p || !is_onnx(*p) || depth > 64) return false;
+    const std::string& op = p->op_type;
+    if (op == "Relu") return true;
+    if (op == "Clip") {
+      const Tensor* lo = constant(g_, input_or_empty(*p, 1));
+      return lo && !ir::to_float_vector(*lo).empty() && ir::to_float_vector(*lo)[0] >= 0;
+    }
+    if (op == "DequantizeLinear" || op == "QuantizeLinear") {
+      const auto q = qdq_params(g_, *p);
+      if (!q || q->zero_points.size() != 1) return false;
+      const double z = static_cast<double>(q->zero_points[0]);
+      if (q->range().first >= z) return true;  // the integer type cannot go below the zero point
+      if (op == "QuantizeLinear") return floored_at_zero(p->inputs[0], depth + 1);
+      // DequantizeLinear(q) >= 0 when q >= z: q from a QuantizeLinear of a non-negative value
+      // (q >= its zero point z') with z' >= z.
+      const Node* qn = g_.producer(p->inputs[0]);
+      if (!qn || qn->op_type != "QuantizeLinear" || !is_onnx(*qn)) return false;
+      const auto qq = qdq_params(g_, *qn);
+      return qq && qq->zero_points.size() == 1 && static_cast<double>(qq->zero_points[0]) >= z &&
+             floored_at_zero(qn->inputs[0], depth + 1);
+    }
+    static const std::set<std::string> kSelecting = {
+        "MaxPool", "GlobalMaxPool", "AveragePool", "GlobalAveragePool", "Flatten",
+        "Reshape", "Transpose",     "Squeeze",     "Unsqueeze",         "Identity",
+        "Slice",   "SpaceToDepth",  "DepthToSpace"};
+    if (kSelecting.count(op)) return !p->inputs.empty() && floored_at_zero(p->inputs[0], depth + 1);
+    if (op == "Resize")  // nearest and linear interpolate between the values; cubic overshoots
+      return p->get_string("mode", "nearest") != "cubic" &&
+             floored_at_zero(p->inputs[0], depth + 1);
+    if (op == "Concat") {
+      for (const auto& in : p->inputs)
+        if (in.empty() || !floored_at_zero(in, depth + 1)) return false;
+      return !p->inputs.empty();
+    }
+    return false;
   }
 
   // Step 4: integer values outside the scheme that no QuantizeLinear produced (a uint8 graph

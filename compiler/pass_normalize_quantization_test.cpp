@@ -250,6 +250,61 @@ TEST(NormalizeQuantization, IntegerOpsOnForeignTensorsKeepTheirMeaning) {
   EXPECT_NEAR(got[2], 2.0f, 0.21f);
 }
 
+// torch.ao's QDQ export: [Relu] -> Q(uint8, zero point 0) -> DQ -> MaxPool -> Q(uint8, zero point
+// 0) -> DQ -> Flatten -> Q -> DQ. The uint8 floor at 0 after a ReLU is that ReLU's range; after
+// the MaxPool and the Flatten of it, it is still only that: no second Relu is invented there
+// (which would put everything after it on the host). A value that can be negative keeps its floor
+// as a Relu.
+std::size_t relus_after_normalizing(bool relu_first, ir::DType pooled_type,
+                                    std::vector<std::string>* warnings = nullptr) {
+  GraphBuilder b;
+  b.input("x", ir::DType::kFloat32, {1, 1, 4, 4});
+  std::string v = "x";
+  if (relu_first) {
+    b.value("r", ir::DType::kFloat32, {1, 1, 4, 4});
+    b.node("Relu", "", {"x"}, {"r"}, "relu");
+    v = "r";
+  }
+  const bool u8 = pooled_type == ir::DType::kUInt8;
+  const std::string s = b.f32("s", 0.1f);
+  const std::string z =
+      u8 ? b.constant<std::uint8_t>("z", ir::DType::kUInt8, {}, {0}) : b.i8("z", 0);
+  auto qdq = [&](const std::string& in, const std::string& tag, ir::Shape shape) {
+    b.value(tag + "_q", pooled_type, shape);
+    b.node("QuantizeLinear", "", {in, s, z}, {tag + "_q"}, tag + "_quant");
+    b.value(tag + "_f", ir::DType::kFloat32, shape);
+    b.node("DequantizeLinear", "", {tag + "_q", s, z}, {tag + "_f"}, tag + "_dequant");
+    return tag + "_f";
+  };
+  v = qdq(v, "a", {1, 1, 4, 4});
+  b.value("p", ir::DType::kFloat32, {1, 1, 2, 2});
+  b.node("MaxPool", "", {v}, {"p"}, "pool").attributes["kernel_shape"] =
+      std::vector<std::int64_t>{2, 2};
+  b.g.nodes.back().attributes["strides"] = std::vector<std::int64_t>{2, 2};
+  v = qdq("p", "b", {1, 1, 2, 2});
+  b.value("fl", ir::DType::kFloat32, {1, 4});
+  b.node("Flatten", "", {v}, {"fl"}, "flatten");
+  v = qdq("fl", "c", {1, 4});
+  b.g.outputs = {v};
+  const Context c = normalized(b.g);
+  if (warnings) *warnings = c.warnings;
+  return nodes_of(c.graph, "Relu").size();
+}
+
+TEST(NormalizeQuantization, MaxPoolAndFlattenOfANonNegativeValueAreNonNegative) {
+  std::vector<std::string> w;
+  // The model's own Relu, nothing more.
+  EXPECT_EQ(relus_after_normalizing(true, ir::DType::kUInt8, &w), 1u);
+  for (const auto& line : w) EXPECT_THAT(line, ::testing::Not(HasSubstr("kept as a Relu")));
+  // No Relu in the model: the first uint8 floor is one (kept), the pool's and flatten's follow it.
+  EXPECT_EQ(relus_after_normalizing(false, ir::DType::kUInt8, &w), 1u);
+  std::size_t kept = 0;
+  for (const auto& line : w) kept += line.find("kept as a Relu") != std::string::npos;
+  EXPECT_EQ(kept, 1u);
+  // int8 with zero point 0 is native: no floor, nothing to keep.
+  EXPECT_EQ(relus_after_normalizing(false, ir::DType::kInt8), 0u);
+}
+
 TEST(NormalizeQuantization, ScalesThatAreNotConstantsAreErrorsNamingTheTensor) {
   GraphBuilder b = uint8_boundaries();
   b.input("dynamic_scale", ir::DType::kFloat32, {});
