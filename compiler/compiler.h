@@ -8,6 +8,7 @@
 #include "compiler/context.h"
 #include "ir/graph.h"
 #include "isa/manifest.h"
+#include "program/program.h"
 
 #include <map>
 #include <optional>
@@ -23,6 +24,9 @@ struct CompileResult {
   // The host segments' subgraphs, by segment index (manifest.segments[i].host->file names them).
   std::map<std::size_t, ir::Graph> host_graphs;
   isa::Manifest manifest;
+
+  // The program artifact the runtime runs (program/program.h): manifest, GML, host subgraphs.
+  program::Program artifact() const { return {manifest, gml, host_graphs}; }
 
   // The host subgraph of segment `s`, or nullptr when segment s is not a host segment.
   const ir::Graph* host_graph(std::size_t s) const {

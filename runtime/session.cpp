@@ -1,8 +1,6 @@
 #include "runtime/session.h"
 
 #include "common/error.h"
-#include "common/file_io.h"
-#include "common/npy.h"
 #include "ir/tensor_util.h"
 #include "isa/dispatch.h"
 #include "isa/dwp.h"
@@ -10,19 +8,15 @@
 #include "isa/host_layout.h"
 #include "isa/isa.h"
 #include "isa/meta.h"
-#include "onnx/onnx_io.h"
 
 #include <fmt/core.h>
 
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <map>
 
 namespace npukit::runtime {
 namespace {
-
-namespace fs = std::filesystem;
 
 bool is_activation(const isa::ManifestTensor& t) { return t.layout == "activation"; }
 
@@ -52,14 +46,6 @@ std::uint64_t device_bytes(const isa::ManifestTensor& t, const isa::SaArch& arch
   return isa::vector_bytes(per_image_elements(t));
 }
 
-ir::Graph load_subgraph(const std::string& dir, const isa::ManifestSubgraph& sg) {
-  const fs::path path = fs::path(dir) / sg.file;
-  if (!fs::exists(path))
-    fail("{}: host subgraph '{}' named in manifest.json is missing (recompile the model)", dir,
-         sg.file);
-  return onnxio::load_onnx(path.string());
-}
-
 }  // namespace
 
 ir::Tensor quantize_to_int8(const ir::Tensor& t, double scale, std::int64_t zero_point) {
@@ -73,37 +59,21 @@ ir::Tensor quantize_to_int8(const ir::Tensor& t, double scale, std::int64_t zero
   return ir::make_tensor(t.shape, q, t.name);
 }
 
-Session::Session(const std::string& dir, SessionOptions options) : dir_(dir) {
-  const fs::path manifest_path = fs::path(dir) / "manifest.json";
-  if (!fs::exists(manifest_path))
-    fail("{}: no manifest.json (compile the model first: npukit compile MODEL.onnx -o {})", dir,
-         dir);
-  manifest_ = isa::load_manifest(manifest_path.string());
-  arch_ = manifest_.arch();
-  const std::string gml_path = (fs::path(dir) / manifest_.gml).string();
-  gml_ = read_file_bytes(gml_path, std::uint64_t{manifest_.ramsize_mb} << 20);
-  // A cut or padded GML would swallow the input stream and fail far away (as a dispatch size
-  // mismatch): check it here, by its length and its framing.
-  if (manifest_.gml_bytes != 0 && gml_.size() != manifest_.gml_bytes)
-    fail("{}: {} bytes, but the manifest says {} ({}; recompile the model)", gml_path, gml_.size(),
-         manifest_.gml_bytes,
-         gml_.size() < manifest_.gml_bytes ? "the file is truncated" : "the file has extra bytes");
-  try {
-    (void)isa::decode_gml(gml_);
-  } catch (const Error& e) {
-    fail("{}: not a valid GML program: {}", gml_path, e.what());
-  }
-  for (std::size_t i = 0; i < manifest_.segments.size(); ++i) {
-    const auto& seg = manifest_.segments[i];
-    if (seg.is_device()) continue;
-    if (!seg.host) fail("{}: manifest segment {} is a host segment without a subgraph", dir, i);
-    host_graphs_[i] = load_subgraph(dir, *seg.host);
-  }
-  if (manifest_.device_segment_count() == 0)
-    fail("{}: manifest.json lists no device segment (recompile the model)", dir);
+Session::Session(const std::string& dir, SessionOptions options)
+    : Session(program::load(dir), std::move(options)) {}
+
+Session::Session(program::Program program, SessionOptions options) : program_(std::move(program)) {
+  arch_ = program_.manifest.arch();
+  program::check_gml(program_, fmt::format("program '{}': GML", program_.manifest.model));
+  for (std::size_t i = 0; i < program_.manifest.segments.size(); ++i)
+    if (!program_.manifest.segments[i].is_device())
+      program_.host_graph(i);  // each host segment has one
+  if (program_.manifest.device_segment_count() == 0)
+    fail("program '{}': the manifest lists no device segment (recompile the model)",
+         program_.manifest.model);
   device::DeviceConfig config;
   config.arch = arch_;
-  config.dram_bytes = manifest_.ramsize_mb << 20;
+  config.dram_bytes = program_.manifest.ramsize_mb << 20;
   config.warnings = options.warnings;
   transport_ = open_transport(options.transport, config);
   send_program();
@@ -115,9 +85,9 @@ void Session::send_program() {
   Bytes meta;
   isa::append_meta_reset(meta);
   isa::append_meta_dispatch(meta, isa::DispatchTarget::kRah);
-  isa::append_meta_payload_size(meta, static_cast<std::uint32_t>(gml_.size()));
+  isa::append_meta_payload_size(meta, static_cast<std::uint32_t>(program_.gml.size()));
   transport_->write(kAppMeta, meta);
-  transport_->write(kAppDwp, gml_);
+  transport_->write(kAppDwp, program_.gml);
 }
 
 ref::TensorMap Session::run_device(const isa::ManifestSegment& segment,
@@ -135,7 +105,7 @@ ref::TensorMap Session::run_device(const isa::ManifestSegment& segment,
     Bytes stream;
     // With several device segments in one GML, each is started by pointing the zeroth instruction
     // at its own instructions (docs/compiler.md, "Segments"). A single segment keeps the GML's.
-    if (manifest_.device_segment_count() > 1) {
+    if (program_.manifest.device_segment_count() > 1) {
       isa::Zeroth z;
       z.start = segment.zeroth_start();
       z.end = segment.zeroth_end();
@@ -199,7 +169,8 @@ ref::TensorMap Session::run_device(const isa::ManifestSegment& segment,
         LayerCycles lc;
         lc.opcode = std::string(isa::name(rc.layers[i].first));
         const std::size_t layer = static_cast<std::size_t>(segment.first_layer) + i;
-        lc.name = layer < manifest_.layers.size() ? manifest_.layers[layer].name : lc.opcode;
+        lc.name = layer < program_.manifest.layers.size() ? program_.manifest.layers[layer].name
+                                                          : lc.opcode;
         lc.cycles = rc.layers[i].second;
         result.layers.push_back(lc);
       }
@@ -238,7 +209,7 @@ void append_image(ir::Tensor& batch, const ir::Tensor& image) {
 
 RunResult Session::run(const ref::TensorMap& inputs) {
   std::int64_t batch = -1;
-  for (const auto& in : manifest_.inputs) {
+  for (const auto& in : program_.manifest.inputs) {
     auto it = inputs.find(in.name);
     if (it == inputs.end())
       fail("missing input '{}' (the model's inputs: see manifest.json)", in.name);
@@ -262,7 +233,8 @@ RunResult Session::run(const ref::TensorMap& inputs) {
   RunResult result;
   for (std::int64_t n = 0; n < batch; ++n) {
     ref::TensorMap image;
-    for (const auto& in : manifest_.inputs) image[in.name] = image_of(inputs.at(in.name), n);
+    for (const auto& in : program_.manifest.inputs)
+      image[in.name] = image_of(inputs.at(in.name), n);
     RunResult one = run_image(image);
     for (auto& [name, t] : one.outputs) append_image(result.outputs[name], t);
     for (auto& [name, t] : one.device_outputs) append_image(result.device_outputs[name], t);
@@ -287,13 +259,13 @@ RunResult Session::run(const ref::TensorMap& inputs) {
 RunResult Session::run_image(const ref::TensorMap& inputs) {
   RunResult result;
   ref::TensorMap values = inputs;
-  for (std::size_t i = 0; i < manifest_.segments.size(); ++i) {
-    const auto& seg = manifest_.segments[i];
+  for (std::size_t i = 0; i < program_.manifest.segments.size(); ++i) {
+    const auto& seg = program_.manifest.segments[i];
     SegmentStats stats;
     stats.index = i;
     stats.device = seg.is_device();
     if (!seg.is_device()) {
-      const ir::Graph& g = host_graphs_.at(i);
+      const ir::Graph& g = program_.host_graph(i);
       ref::TensorMap feeds;
       for (const auto& name : g.inputs) {
         auto it = values.find(name);
@@ -329,7 +301,7 @@ RunResult Session::run_image(const ref::TensorMap& inputs) {
     }
     result.segments.push_back(stats);
   }
-  for (const auto& out : manifest_.outputs) {
+  for (const auto& out : program_.manifest.outputs) {
     auto it = values.find(out.name);
     if (it == values.end()) fail("model output '{}' was not produced", out.name);
     result.outputs[out.name] = it->second;

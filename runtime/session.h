@@ -1,5 +1,5 @@
-// Runs a compiled model (DIR with manifest.json, the GML and host subgraphs) the way the board's
-// host does (gati.md 9): META reset and dispatch target, the GML once, then per input the
+// Runs a compiled program (program/program.h: in memory, or a DIR from npukit compile) the way the
+// board's host does (gati.md 9): META reset and dispatch target, the GML once, then per input the
 // segments in order: a host segment on the reference executor; a device segment as its input
 // tensors in the activation layout (DWP packets), when the program has several device segments
 // the zeroth instruction pointed at the segment's instructions, the start packet, and its
@@ -8,6 +8,7 @@
 
 #include "ir/graph.h"
 #include "isa/manifest.h"
+#include "program/program.h"
 #include "ref/executor.h"
 #include "runtime/transport.h"
 
@@ -55,9 +56,11 @@ class Session {
   // Loads DIR/manifest.json, the GML and the host subgraphs, opens the transport and sends the
   // program (META reset, dispatch target, payload size, GML).
   explicit Session(const std::string& dir, SessionOptions options = {});
+  // The same for a program held in memory (program::load, or a compile result's artifact()).
+  explicit Session(program::Program program, SessionOptions options = {});
   ~Session();
 
-  const isa::Manifest& manifest() const { return manifest_; }
+  const isa::Manifest& manifest() const { return program_.manifest; }
   // Runs a batch: inputs by the model's input names. Each image goes through the whole pipeline
   // (host prefix, device, host suffix) on its own; outputs are stacked along axis 0.
   RunResult run(const ref::TensorMap& inputs);
@@ -70,11 +73,8 @@ class Session {
                             const ref::TensorMap& device_inputs, RunResult& result,
                             SegmentStats& stats);
 
-  std::string dir_;
-  isa::Manifest manifest_;
+  program::Program program_;
   isa::SaArch arch_;
-  Bytes gml_;
-  std::map<std::size_t, ir::Graph> host_graphs_;  // by segment index
   std::unique_ptr<Transport> transport_;
 };
 

@@ -84,42 +84,7 @@ ir::Graph load_model(const std::string& path, const ProgramOptions& options) {
 }
 
 void write_program_dir(const compiler::CompileResult& result, const std::string& dir) {
-  // Everything goes into a fresh sibling directory first, which replaces DIR only once complete:
-  // a failure leaves no partial program behind (and an older program in DIR untouched).
-  const fs::path d = fs::absolute(fs::path(dir)).lexically_normal();
-  const fs::path target = d.has_filename() ? d : d.parent_path();
-  std::error_code ec;
-  fs::create_directories(target.parent_path(), ec);
-  if (ec) fail("cannot create output directory '{}': {}", dir, ec.message());
-  const fs::path staging = target.parent_path() / ("." + target.filename().string() + ".partial");
-  fs::remove_all(staging, ec);
-  fs::create_directories(staging, ec);
-  if (ec) fail("cannot create output directory '{}': {}", staging.string(), ec.message());
-  try {
-    write_file_bytes((staging / result.manifest.gml).string(), result.gml);
-    for (std::size_t s = 0; s < result.manifest.segments.size(); ++s) {
-      const auto& seg = result.manifest.segments[s];
-      if (seg.is_device()) continue;
-      const ir::Graph* g = result.host_graph(s);
-      if (!g) fail("internal: host segment {} has no subgraph", s);
-      onnxio::save_onnx(*g, (staging / seg.host->file).string());
-    }
-    isa::save_manifest(result.manifest, (staging / "manifest.json").string());
-    if (fs::exists(target)) {
-      // Only ever replace a directory that holds a compiled program (or nothing).
-      if (!fs::is_directory(target)) fail("output '{}' exists and is not a directory", dir);
-      if (!fs::is_empty(target) && !fs::exists(target / "manifest.json"))
-        fail(
-            "output directory '{}' is not empty and holds no compiled program; give a new or "
-            "empty directory",
-            dir);
-      fs::remove_all(target);
-    }
-    fs::rename(staging, target);
-  } catch (...) {
-    fs::remove_all(staging, ec);
-    throw;
-  }
+  program::save(result.artifact(), dir);
 }
 
 std::string ensure_program_dir(const std::string& path, const ProgramOptions& options,
