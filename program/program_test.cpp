@@ -1,8 +1,12 @@
-// program::save / program::load: a round trip keeps every byte and field, and a failed save
-// leaves the destination as it was.
+// program::save / program::load on a real compiled program with host segments: a round trip
+// keeps every byte and field, a failed save leaves the destination as it was, and load names
+// a missing or inconsistent file.
 #include "program/program.h"
 
 #include "common/error.h"
+#include "compiler/compiler.h"
+#include "onnx/onnx_io.h"
+#include "quant/quantize.h"
 
 #include <gtest/gtest.h>
 
@@ -26,35 +30,20 @@ class ProgramDir : public ::testing::Test {
   fs::path dir_;
 };
 
-// A program with a host segment (Relu on float) before a device segment.
-Program two_segments() {
-  Program p;
-  p.manifest.model = "tiny";
-  p.gml = {0x01, 0x02, 0x03, 0xfe};
-  p.manifest.gml_bytes = p.gml.size();
-  isa::ManifestSegment host;
-  host.kind = isa::ManifestSegment::Kind::kHost;
-  host.host = isa::ManifestSubgraph{"segment_0.onnx", {"x"}, {"y"}, {"relu"}};
-  isa::ManifestSegment device;
-  device.kind = isa::ManifestSegment::Kind::kDevice;
-  device.instruction_count = 1;
-  p.manifest.segments = {host, device};
-  ir::Graph g;
-  g.name = "tiny_segment_0";
-  g.opset = 13;
-  g.inputs = {"x"};
-  g.outputs = {"y"};
-  g.tensors["x"] = ir::Tensor{"x", ir::DType::kFloat32, {1, 4}, {}};
-  g.tensors["y"] = ir::Tensor{"y", ir::DType::kFloat32, {1, 4}, {}};
-  ir::Node relu;
-  relu.name = "relu";
-  relu.op_type = "Relu";
-  relu.inputs = {"x"};
-  relu.outputs = {"y"};
-  g.nodes.push_back(relu);
-  p.host_graphs[0] = g;
+// A real compiled program with host segments between device segments: fixtures/segments/
+// three_parts.onnx quantized and compiled (once; the tests copy it).
+const Program& compiled() {
+  static const Program p = [] {
+    const std::string dir = std::string(NPUKIT_SOURCE_DIR) + "/fixtures/segments/";
+    const ir::Graph model = onnxio::load_onnx(dir + "three_parts.onnx");
+    const ir::Graph q = quant::quantize(
+        model, quant::load_calibration_data(dir + "three_parts.calib.npy", model), {});
+    return compiler::compile(q, {}).artifact();
+  }();
   return p;
 }
+
+Program two_segments() { return compiled(); }
 
 TEST_F(ProgramDir, RoundTripKeepsManifestGmlAndHostGraphs) {
   const Program p = two_segments();
@@ -62,21 +51,27 @@ TEST_F(ProgramDir, RoundTripKeepsManifestGmlAndHostGraphs) {
   const Program back = load((dir_ / "prog").string());
   EXPECT_EQ(back.manifest, p.manifest);
   EXPECT_EQ(back.gml, p.gml);
-  ASSERT_EQ(back.host_graphs.size(), 1u);
-  const ir::Graph& g = back.host_graph(0);
-  ASSERT_EQ(g.nodes.size(), 1u);
-  EXPECT_EQ(g.nodes[0].op_type, "Relu");
-  EXPECT_EQ(g.inputs, std::vector<std::string>{"x"});
-  EXPECT_EQ(g.outputs, std::vector<std::string>{"y"});
-  EXPECT_THROW(back.host_graph(1), Error);  // the device segment has none
+  ASSERT_FALSE(p.host_graphs.empty());
+  ASSERT_EQ(back.host_graphs.size(), p.host_graphs.size());
+  for (const auto& [s, g] : p.host_graphs) {
+    const ir::Graph& h = back.host_graph(s);
+    ASSERT_EQ(h.nodes.size(), g.nodes.size());
+    for (std::size_t i = 0; i < g.nodes.size(); ++i)
+      EXPECT_EQ(h.nodes[i].op_type, g.nodes[i].op_type);
+    EXPECT_EQ(h.inputs, g.inputs);
+    EXPECT_EQ(h.outputs, g.outputs);
+  }
+  for (std::size_t s = 0; s < p.manifest.segments.size(); ++s)
+    if (p.manifest.segments[s].is_device())
+      EXPECT_THROW(back.host_graph(s), Error);  // a device segment has none
 }
 
 TEST_F(ProgramDir, ReplacesAnOlderProgramButNotOtherFiles) {
   Program p = two_segments();
   save(p, (dir_ / "prog").string());
-  p.gml = {0x07};
+  p.manifest.model = "replaced";
   save(p, (dir_ / "prog").string());
-  EXPECT_EQ(load((dir_ / "prog").string()).gml, Bytes{0x07});
+  EXPECT_EQ(load((dir_ / "prog").string()).manifest.model, "replaced");
 
   fs::create_directories(dir_ / "photos");
   std::ofstream(dir_ / "photos" / "cat.jpg") << "meow";
@@ -88,10 +83,10 @@ TEST_F(ProgramDir, AFailedSaveLeavesNothingBehind) {
   Program p = two_segments();
   save(p, (dir_ / "prog").string());
   Program broken = p;
-  broken.gml = {0x09};
+  broken.manifest.model = "broken";
   broken.host_graphs.clear();  // the host segment's subgraph is missing
   EXPECT_THROW(save(broken, (dir_ / "prog").string()), Error);
-  EXPECT_EQ(load((dir_ / "prog").string()).gml, p.gml);  // the older program is untouched
+  EXPECT_EQ(load((dir_ / "prog").string()).manifest.model, p.manifest.model);  // untouched
   EXPECT_THROW(save(broken, (dir_ / "fresh").string()), Error);
   EXPECT_FALSE(fs::exists(dir_ / "fresh"));
   for (const auto& e : fs::directory_iterator(dir_))
@@ -105,13 +100,27 @@ TEST_F(ProgramDir, LoadNamesWhatIsMissing) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no manifest.json"), std::string::npos) << e.what();
   }
-  save(two_segments(), (dir_ / "prog").string());
-  fs::remove(dir_ / "prog" / "segment_0.onnx");
+  const Program p = two_segments();
+  save(p, (dir_ / "prog").string());
+  const std::string host_file = p.manifest.segments[p.host_graphs.begin()->first].host->file;
+  fs::remove(dir_ / "prog" / host_file);
   try {
     load((dir_ / "prog").string());
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("segment_0.onnx"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(host_file), std::string::npos) << e.what();
+  }
+  // A GML that disagrees with the manifest is refused by name.
+  save(p, (dir_ / "prog").string());
+  {
+    std::ofstream f(dir_ / "prog" / p.manifest.gml, std::ios::binary | std::ios::app);
+    f << "xxxx";
+  }
+  try {
+    load((dir_ / "prog").string());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("extra bytes"), std::string::npos) << e.what();
   }
 }
 
