@@ -27,13 +27,24 @@ function(npukit_area)
   set(lib npukit_${A_NAME})
   if(lib_src)
     add_library(${lib} STATIC ${lib_src})
-    target_include_directories(${lib} PUBLIC ${PROJECT_SOURCE_DIR})
+    target_include_directories(${lib} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+                                             $<INSTALL_INTERFACE:${NPUKIT_INSTALL_INCLUDEDIR}>)
     target_link_libraries(${lib} PUBLIC ${A_DEPS})
   else()
     add_library(${lib} INTERFACE)
-    target_include_directories(${lib} INTERFACE ${PROJECT_SOURCE_DIR})
+    target_include_directories(${lib} INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+                                                $<INSTALL_INTERFACE:${NPUKIT_INSTALL_INCLUDEDIR}>)
     target_link_libraries(${lib} INTERFACE ${A_DEPS})
   endif()
+  # Installed as npukit::<area> (cmake/npukitConfig.cmake.in), with the area's public headers
+  # (every .h but the test support) under include/npukit/<area>/.
+  set_target_properties(${lib} PROPERTIES EXPORT_NAME ${A_NAME})
+  add_library(npukit::${A_NAME} ALIAS ${lib})
+  install(TARGETS ${lib} EXPORT npukitTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(DIRECTORY ${dir}/ DESTINATION ${NPUKIT_INSTALL_INCLUDEDIR}/${A_NAME}
+          FILES_MATCHING PATTERN "*.h" PATTERN "*.def"
+          PATTERN "*test*" EXCLUDE PATTERN "testdata" EXCLUDE)
+  set_property(GLOBAL APPEND PROPERTY NPUKIT_LIBRARIES ${lib})
   if(test_src)
     add_executable(${lib}_tests ${test_src})
     target_link_libraries(${lib}_tests PRIVATE ${lib} ${A_TEST_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)

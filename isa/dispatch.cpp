@@ -33,26 +33,34 @@ Bytes encode_dispatch_frame(const DispatchFrame& frame) {
   return encode_dispatch_frame(frame.id, frame.payload);
 }
 
+DispatchHeader parse_dispatch_header(ByteSpan header, std::uint64_t offset) {
+  if (header.size() < kDispatchHeaderBytes)
+    fail(
+        "truncated dispatch header at byte offset {}: {} byte(s) left, a header needs 12 (SOF, "
+        "size, id)",
+        offset, header.size());
+  const std::uint8_t* p = header.data();
+  const std::uint32_t sof = load_be32(p);
+  if (sof != kDispatchSof)
+    fail("bad dispatch start-of-frame at byte offset {}: 0x{:08X}, expected 0xFFFFFFFF", offset,
+         sof);
+  DispatchHeader h;
+  h.size = load_be32(p + 4);
+  h.id = load_be32(p + 8);
+  if (h.size % 4 != 0)
+    fail("dispatch frame at byte offset {} (id 0x{:X}): size {} is not a multiple of 4", offset,
+         h.id, h.size);
+  return h;
+}
+
 std::vector<DispatchFrame> parse_dispatch_frames(ByteSpan stream) {
   std::vector<DispatchFrame> frames;
   const std::uint64_t total = stream.size();
   std::uint64_t pos = 0;
   while (pos < total) {
-    if (total - pos < kDispatchHeaderBytes)
-      fail(
-          "truncated dispatch header at byte offset {}: {} byte(s) left, a header needs 12 (SOF, "
-          "size, id)",
-          pos, total - pos);
-    const std::uint8_t* p = stream.data() + pos;
-    const std::uint32_t sof = load_be32(p);
-    if (sof != kDispatchSof)
-      fail("bad dispatch start-of-frame at byte offset {}: 0x{:08X}, expected 0xFFFFFFFF", pos,
-           sof);
-    const std::uint32_t size = load_be32(p + 4);
-    const std::uint32_t id = load_be32(p + 8);
-    if (size % 4 != 0)
-      fail("dispatch frame at byte offset {} (id 0x{:X}): size {} is not a multiple of 4", pos, id,
-           size);
+    const DispatchHeader h = parse_dispatch_header(stream.subspan(pos), pos);
+    const std::uint32_t size = h.size;
+    const std::uint32_t id = h.id;
     const std::uint64_t payload_at = pos + kDispatchHeaderBytes;
     if (total - payload_at < size)
       fail(

@@ -28,6 +28,17 @@ Bytes encode_dispatch_frame(std::uint32_t id, ByteSpan payload);
 Bytes encode_dispatch_frame(const DispatchFrame& frame);
 void append_dispatch_frame(Bytes& out, std::uint32_t id, ByteSpan payload);
 
+// The 12-byte header of one frame: the SOF checked, the size (a multiple of 4) and the id. The
+// one place a frame header is read: parse_dispatch_frames uses it, and so does a host reading
+// frames off a transport (it needs the size to know how much more to read). Throws
+// npukit::Error naming `offset` (the header's byte offset in its stream) for a short header, a
+// bad SOF or a size not a multiple of 4.
+struct DispatchHeader {
+  std::uint32_t size = 0;  // payload bytes
+  std::uint32_t id = 0;
+};
+DispatchHeader parse_dispatch_header(ByteSpan header, std::uint64_t offset = 0);
+
 // Splits back-to-back frames. Throws npukit::Error with the byte offset for a bad SOF, a
 // truncated header, payload or footer, a size not a multiple of 4, or a footer other than
 // FFFFFFFF 00000000 00000000.

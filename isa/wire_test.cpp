@@ -318,6 +318,18 @@ void expect_dispatch_error(const Bytes& stream, const std::string& a, const std:
   }
 }
 
+TEST(Dispatch, HeaderAlone) {
+  const DispatchHeader h = parse_dispatch_header(hex("ffffffff 00000140 0000beef"));
+  EXPECT_EQ(h.size, 320u);
+  EXPECT_EQ(h.id, 0xBEEFu);
+  EXPECT_THAT([] { (void)parse_dispatch_header(hex("fffffffe 00000004 00000001"), 56); },
+              ThrowsMessage<Error>(HasSubstr("start-of-frame at byte offset 56")));
+  EXPECT_THAT([] { (void)parse_dispatch_header(hex("ffffffff 00000006 00000001")); },
+              ThrowsMessage<Error>(HasSubstr("size 6 is not a multiple of 4")));
+  EXPECT_THAT([] { (void)parse_dispatch_header(hex("ffffffff 0000")); },
+              ThrowsMessage<Error>(HasSubstr("truncated dispatch header")));
+}
+
 TEST(Dispatch, MalformedFramesAreRejectedWithTheirByteOffset) {
   const Bytes good = hex("ffffffff 00000004 00000042 01020304 ffffffff 00000000 00000000");  // 28
   expect_dispatch_error(concat({good, hex("ffffffff 0000")}),

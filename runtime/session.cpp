@@ -133,13 +133,18 @@ ref::TensorMap Session::run_device(const isa::ManifestSegment& segment,
     seg_stats.bytes_to_device += stream.size();
 
     for (std::size_t k = 0; k < by_id.size(); ++k) {
-      Bytes header = transport_->read(kAppDwp, isa::kDispatchHeaderBytes);
-      const std::uint32_t size = load_be32(header.data() + 4);
-      const std::uint32_t id = load_be32(header.data() + 8);
-      Bytes rest = transport_->read(kAppDwp, size + isa::kDispatchFooterBytes);
-      header.insert(header.end(), rest.begin(), rest.end());
-      seg_stats.bytes_from_device += header.size();
-      auto frames = isa::parse_dispatch_frames(header);  // validates SOF, size and footer
+      // The header says how much more to read; the whole frame is then parsed (footer too).
+      Bytes frame = transport_->read(kAppDwp, isa::kDispatchHeaderBytes);
+      const isa::DispatchHeader header = isa::parse_dispatch_header(frame);
+      const std::uint64_t dram = program_.manifest.ramsize_mb << 20;
+      if (header.size > dram)
+        fail("the device dispatched a frame of {} bytes (id 0x{:X}), more than its {} MB of DRAM",
+             header.size, header.id, program_.manifest.ramsize_mb);
+      Bytes rest = transport_->read(kAppDwp, header.size + isa::kDispatchFooterBytes);
+      frame.insert(frame.end(), rest.begin(), rest.end());
+      seg_stats.bytes_from_device += frame.size();
+      const auto frames = isa::parse_dispatch_frames(frame);
+      const std::uint32_t id = frames.front().id;
       auto it = by_id.find(id);
       if (it == by_id.end())
         fail("the device dispatched id 0x{:X}, which the manifest does not list", id);

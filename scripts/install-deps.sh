@@ -10,6 +10,7 @@ packages=(
   clang-14 libclang-rt-14-dev
   libonnx-testdata python3
   chromium
+  pybind11-dev python3-dev python3-numpy python3-pytest
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,13 +1,12 @@
 // npukit eval model.onnx|DIR --data X.npy --labels Y.npy [--float model.onnx] [--limit N]
-// Top-1 accuracy of an int8 model through the full path (host prefix, device model, host
-// suffix: runtime::Session), optionally beside the float model on the reference executor, plus
-// the device cycles per image.
+// Options and printing only: the evaluation is analysis::evaluate (analysis/evaluate.h).
+#include "analysis/evaluate.h"
 #include "common/error.h"
 #include "common/file_io.h"
 #include "common/npy.h"
 #include "ir/tensor_util.h"
+#include "isa/arch.h"
 #include "onnx/onnx_io.h"
-#include "ref/executor.h"
 #include "runtime/session.h"
 #include "tools/command_registry.h"
 #include "tools/program_dir.h"
@@ -17,11 +16,9 @@
 
 #include <unistd.h>
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <random>
@@ -55,25 +52,6 @@ class TempDir {
   fs::path path_;
 };
 
-// Image n of X (axis 0) shaped like the model input (batch 1), converted to float32.
-ir::Tensor image_of(const ir::Tensor& x, const std::vector<float>& all, std::int64_t n,
-                    const ir::Shape& input_shape, const std::string& name) {
-  const std::int64_t count = ir::element_count(x.shape) / x.shape[0];
-  std::vector<float> v(all.begin() + n * count, all.begin() + (n + 1) * count);
-  ir::Shape shape = input_shape;
-  if (!shape.empty()) shape[0] = 1;
-  if (ir::element_count(shape) != count)
-    fail("--data: one image has {} values ({}), the model input '{}' takes {} ({})", count,
-         ir::shape_string(x.shape), name, ir::element_count(shape), ir::shape_string(input_shape));
-  return ir::make_tensor(shape, v, name);
-}
-
-std::int64_t argmax(const ir::Tensor& t) {
-  const std::vector<float> v = ir::to_float_vector(t);
-  if (v.empty()) fail("output '{}' is empty, no class to pick", t.name);
-  return std::max_element(v.begin(), v.end()) - v.begin();
-}
-
 // A one-line bar redrawn in place on a terminal; a line per 10 % otherwise (logs, pipes).
 class Progress {
  public:
@@ -102,23 +80,15 @@ class Progress {
 };
 
 void run(const EvalArgs& a) {
-  // Loaded first so a bad data file fails before the (slower) compilation.
-  ir::Tensor x = npukit::onnxio::load_tensor_file(a.data);
-  ir::Tensor y = npukit::onnxio::load_tensor_file(a.labels);
-  if (x.shape.empty() || x.shape[0] < 1) fail("--data '{}': needs a batch axis 0", a.data);
-  const std::vector<std::int64_t> labels = ir::to_int64_vector(y);
-  if (static_cast<std::int64_t>(labels.size()) != x.shape[0])
-    fail("--labels '{}' has {} labels, --data '{}' has {} images", a.labels, labels.size(), a.data,
-         x.shape[0]);
-  for (std::size_t i = 0; i < labels.size(); ++i)
-    if (labels[i] < 0 || labels[i] > std::numeric_limits<std::int32_t>::max())
-      fail("--labels '{}': label {} of image {} is not a class index (allowed 0..{})", a.labels,
-           labels[i], i, std::numeric_limits<std::int32_t>::max());
+  // Loaded and checked first so a bad data file fails before the (slower) compilation.
+  const ir::Tensor x = npukit::onnxio::load_tensor_file(a.data);
+  const std::vector<std::int64_t> labels = npukit::analysis::labels_of(
+      npukit::onnxio::load_tensor_file(a.labels), fmt::format("--labels '{}'", a.labels));
+  const std::string data_name = fmt::format("--data '{}'", a.data);
+  const std::string labels_name = fmt::format("--labels '{}'", a.labels);
+  npukit::analysis::check_eval_data(x, labels, data_name, labels_name);
   if (!a.predictions.empty()) npukit::check_output_path(a.predictions, "--predictions");
   if (!a.json.empty()) npukit::check_output_path(a.json, "--json");
-  std::int64_t n = x.shape[0];
-  const std::vector<float> xs = ir::to_float_vector(x);
-  if (a.limit > 0) n = std::min(n, a.limit);
 
   TempDir temp;
   // A model with symbolic dimensions takes the image shape of --data (unless --input-shape).
@@ -130,17 +100,6 @@ void run(const EvalArgs& a) {
   so.warnings = &std::cerr;
   npukit::runtime::Session session(dir, so);
   const auto& m = session.manifest();
-  if (m.inputs.size() != 1 || m.outputs.empty())
-    fail("eval needs a model with one input and a class-score output; '{}' has {} inputs", a.model,
-         m.inputs.size());
-  const auto& input = m.inputs[0];
-  if (const std::int64_t classes = ir::element_count(m.outputs[0].shape); classes > 0)
-    for (std::size_t i = 0; i < labels.size(); ++i)
-      if (labels[i] >= classes)
-        fail(
-            "--labels '{}': label {} of image {} is out of range: output '{}' scores {} classes "
-            "(labels 0..{})",
-            a.labels, labels[i], i, m.outputs[0].name, classes, classes - 1);
 
   std::optional<ir::Graph> float_model;
   if (!a.float_model.empty()) {
@@ -149,77 +108,54 @@ void run(const EvalArgs& a) {
       fail("--float '{}': needs exactly one input, has {}", a.float_model,
            float_model->inputs.size());
   }
-
-  std::int64_t int8_correct = 0, float_correct = 0, agree = 0;
-  std::uint64_t cycles = 0;
-  std::vector<npukit::runtime::SegmentStats> segments;
-  std::vector<npukit::runtime::LayerCycles> layers;
-  std::vector<std::int64_t> predictions;
-  Progress progress(n, !a.quiet);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (std::int64_t i = 0; i < n; ++i) {
-    npukit::ref::TensorMap feeds;
-    feeds[input.name] = image_of(x, xs, i, input.shape, input.name);
-    const auto result = session.run(feeds);
-    const std::int64_t p = argmax(result.outputs.at(m.outputs[0].name));
-    predictions.push_back(p);
-    int8_correct += p == labels[i];
-    cycles += result.device_cycles;
-    npukit::tools::add_segment_stats(segments, result.segments);
-    layers = result.layers;
-    if (float_model) {
-      const std::string& fin = float_model->inputs[0];
-      npukit::ref::TensorMap ff;
-      ff[fin] = image_of(x, xs, i, float_model->tensor(fin).shape, fin);
-      const auto fo = npukit::ref::run_graph(*float_model, ff);
-      const std::int64_t fp = argmax(fo.at(float_model->outputs[0]));
-      float_correct += fp == labels[i];
-      agree += fp == p;
-    }
-    progress.update(i + 1, fmt::format("int8 {:.2f} %", 100.0 * int8_correct / (i + 1)));
-  }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double int8_acc = 100.0 * int8_correct / n;
-  const double float_acc = 100.0 * float_correct / n;
-  const double cycles_per_image = static_cast<double>(cycles) / n;
+  npukit::analysis::EvalOptions options;
+  options.limit = a.limit;
+  options.float_model = float_model ? &*float_model : nullptr;
+  Progress progress(a.limit > 0 ? std::min(a.limit, x.shape[0]) : x.shape[0], !a.quiet);
+  options.progress = [&](std::int64_t done, std::int64_t, std::int64_t correct) {
+    progress.update(done, fmt::format("int8 {:.2f} %", 100.0 * correct / done));
+  };
+  const auto r = npukit::analysis::evaluate(session, x, labels, options, data_name, labels_name);
+  const std::int64_t n = r.images;
+  const double clock_khz = static_cast<double>(npukit::isa::kClockHz) / 1e3;
 
   std::cout << fmt::format("{} images of {}\n", n, a.data);
-  if (float_model)
-    std::cout << fmt::format("float (reference executor) top-1 {:6.2f} %  ({}/{})\n", float_acc,
-                             float_correct, n);
-  std::cout << fmt::format("int8  (device model)       top-1 {:6.2f} %  ({}/{})\n", int8_acc,
-                           int8_correct, n);
-  if (float_model)
+  if (r.has_float)
+    std::cout << fmt::format("float (reference executor) top-1 {:6.2f} %  ({}/{})\n",
+                             100 * r.float_top1(), r.float_correct, n);
+  std::cout << fmt::format("int8  (device model)       top-1 {:6.2f} %  ({}/{})\n",
+                           100 * r.int8_top1(), r.int8_correct, n);
+  if (r.has_float)
     std::cout << fmt::format(
         "int8 - float {:+.2f} points; same top-1 class on {:.2f} % of images\n",
-        int8_acc - float_acc, 100.0 * agree / n);
+        100 * (r.int8_top1() - r.float_top1()), 100 * r.agreement());
   std::cout << fmt::format(
-      "device cycles per image {:.0f} ({:.3f} ms at 81 MHz); host wall time "
+      "device cycles per image {:.0f} ({:.3f} ms at {:g} MHz); host wall time "
       "{:.2f} ms per image\n",
-      cycles_per_image, cycles_per_image / 81e3, 1e3 * seconds / n);
+      r.cycles_per_image(), r.cycles_per_image() / clock_khz, clock_khz / 1e3, 1e3 * r.seconds / n);
 
-  std::cout << npukit::tools::segment_table(m, segments, n);
-  if (!a.stats_json.empty()) npukit::tools::write_stats_json(a.stats_json, m, segments, layers, n);
+  std::cout << npukit::tools::segment_table(m, r.segments, n);
+  if (!a.stats_json.empty())
+    npukit::tools::write_stats_json(a.stats_json, m, r.segments, r.layers, n);
 
   // Both outputs or neither.
   npukit::PendingOutputs outputs;
   if (!a.predictions.empty()) {
     outputs.write(a.predictions, npukit::encode_npy(npukit::onnxio::npy_from_tensor(ir::make_tensor(
-                                     ir::Shape{static_cast<std::int64_t>(predictions.size())},
-                                     predictions, "predictions"))));
+                                     ir::Shape{static_cast<std::int64_t>(r.predictions.size())},
+                                     r.predictions, "predictions"))));
   }
   if (!a.json.empty()) {
     nlohmann::json j{{"model", a.model},
                      {"images", n},
-                     {"int8_top1", int8_acc / 100},
-                     {"int8_correct", int8_correct},
-                     {"device_cycles_per_image", cycles_per_image},
-                     {"seconds_per_image", seconds / n}};
-    if (float_model) {
-      j["float_top1"] = float_acc / 100;
-      j["float_correct"] = float_correct;
-      j["top1_agreement"] = static_cast<double>(agree) / n;
+                     {"int8_top1", r.int8_top1()},
+                     {"int8_correct", r.int8_correct},
+                     {"device_cycles_per_image", r.cycles_per_image()},
+                     {"seconds_per_image", r.seconds / n}};
+    if (r.has_float) {
+      j["float_top1"] = r.float_top1();
+      j["float_correct"] = r.float_correct;
+      j["top1_agreement"] = r.agreement();
     }
     outputs.write_text(a.json, j.dump(2) + "\n");
   }

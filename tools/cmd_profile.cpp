@@ -1,6 +1,7 @@
 // npukit profile MODEL|DIR: device cycles per layer from the timing model alone (no values are
 // computed), as a terminal table, JSON, a Chrome/Perfetto trace or a self-contained HTML page;
 // with several --sa-arch configurations, a comparison of the arrays (design-space sweep).
+#include "analysis/profile.h"
 #include "common/bytes.h"
 #include "common/error.h"
 #include "compiler/compiler.h"
@@ -8,7 +9,6 @@
 #include "isa/manifest.h"
 #include "onnx/onnx_io.h"
 #include "tools/command_registry.h"
-#include "tools/profile_report.h"
 #include "tools/program_dir.h"
 
 #include <fmt/core.h>
@@ -97,7 +97,7 @@ void run_profile(const ProfileArgs& a) {
     fail("--clock-mhz {} is not a clock frequency in MHz (e.g. 81)", a.clock_mhz);
   const double hz = a.clock_mhz * 1e6;
   const auto archs = parse_archs(a.program.sa_arch);
-  std::vector<npukit::tools::Profile> profiles;
+  std::vector<npukit::analysis::Profile> profiles;
   std::vector<std::pair<std::string, std::string>> failed;
   if (fs::is_directory(a.model)) {
     if (archs.size() > 1)
@@ -113,7 +113,7 @@ void run_profile(const ProfileArgs& a) {
           a.model);
     const npukit::isa::Manifest m = npukit::isa::load_manifest((dir / "manifest.json").string());
     const npukit::Bytes gml = read_instruction_packets((dir / m.gml).string());
-    profiles.push_back(npukit::tools::profile_program(m, gml, hz));
+    profiles.push_back(npukit::analysis::profile_program(m, gml, hz));
   } else {
     if (!fs::exists(a.model)) fail("'{}' does not exist", a.model);
     const npukit::ir::Graph model = npukit::onnxio::load_onnx(a.model);
@@ -124,7 +124,7 @@ void run_profile(const ProfileArgs& a) {
         auto result = npukit::compiler::compile(model, po.compile_options());
         for (const auto& w : result.ctx.warnings)
           std::cerr << "npukit: compile warning: " << w << "\n";
-        auto p = npukit::tools::profile_program(result.manifest, result.gml, hz);
+        auto p = npukit::analysis::profile_program(result.manifest, result.gml, hz);
         if (p.model.empty()) p.model = fs::path(a.model).filename().string();
         profiles.push_back(std::move(p));
       } catch (const npukit::Error& e) {
@@ -134,7 +134,7 @@ void run_profile(const ProfileArgs& a) {
     }
   }
   if (archs.size() > 1) {
-    std::cout << npukit::tools::sweep_table(profiles);
+    std::cout << npukit::analysis::sweep_table(profiles);
     for (const auto& [arch, why] : failed)
       std::cout << fmt::format("{:<9} not compiled: {}\n", arch, why);
     if (profiles.empty()) fail("no configuration of the sweep compiled");
@@ -142,12 +142,12 @@ void run_profile(const ProfileArgs& a) {
   }
   const auto& p = profiles.front();
   if (a.json == "-")
-    std::cout << npukit::tools::profile_json(p);
+    std::cout << npukit::analysis::profile_json(p);
   else
-    std::cout << npukit::tools::profile_table(p);
-  if (!a.json.empty() && a.json != "-") write_text(a.json, npukit::tools::profile_json(p));
-  if (!a.trace.empty()) write_text(a.trace, npukit::tools::profile_trace(p));
-  if (!a.html.empty()) write_text(a.html, npukit::tools::profile_html(p));
+    std::cout << npukit::analysis::profile_table(p);
+  if (!a.json.empty() && a.json != "-") write_text(a.json, npukit::analysis::profile_json(p));
+  if (!a.trace.empty()) write_text(a.trace, npukit::analysis::profile_trace(p));
+  if (!a.html.empty()) write_text(a.html, npukit::analysis::profile_html(p));
 }
 
 const npukit::tools::CommandRegistrar kReg{

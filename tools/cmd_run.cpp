@@ -3,6 +3,7 @@
 // the device part on a device (the in-process model, or one served over TCP), the host suffix.
 #include "common/error.h"
 #include "common/file_io.h"
+#include "isa/arch.h"
 #include "onnx/onnx_io.h"
 #include "runtime/session.h"
 #include "tools/command_registry.h"
@@ -75,8 +76,9 @@ void run(const RunArgs& a) {
       std::cout << fmt::format("  {:<32} {:<12} {:>12}\n", l.name, l.opcode, l.cycles);
       total += l.cycles;
     }
-    std::cout << fmt::format("  {:<45} {:>12}  ({:.3f} ms at 81 MHz)\n", "total", total,
-                             static_cast<double>(total) / 81e3);
+    const double clock_hz = static_cast<double>(npukit::isa::kClockHz);
+    std::cout << fmt::format("  {:<45} {:>12}  ({:.3f} ms at {:g} MHz)\n", "total", total,
+                             1e3 * static_cast<double>(total) / clock_hz, clock_hz / 1e6);
   }
   std::cout << npukit::tools::segment_table(
       session.manifest(), result.segments,

@@ -150,20 +150,6 @@ ref::TensorMap load_inputs(const std::vector<std::string>& specs,
   return feeds;
 }
 
-void add_segment_stats(std::vector<runtime::SegmentStats>& total,
-                       const std::vector<runtime::SegmentStats>& one) {
-  if (total.empty()) {
-    total = one;
-    return;
-  }
-  for (std::size_t i = 0; i < one.size() && i < total.size(); ++i) {
-    total[i].cycles += one[i].cycles;
-    total[i].host_seconds += one[i].host_seconds;
-    total[i].bytes_to_device += one[i].bytes_to_device;
-    total[i].bytes_from_device += one[i].bytes_from_device;
-  }
-}
-
 namespace {
 
 std::string segment_what(const isa::Manifest& m, const runtime::SegmentStats& s) {

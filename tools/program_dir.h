@@ -56,10 +56,6 @@ std::string ensure_program_dir(const std::string& path, const ProgramOptions& op
 ref::TensorMap load_inputs(const std::vector<std::string>& specs,
                            const std::vector<isa::ManifestTensor>& model_inputs);
 
-// Adds one image's (or batch's) per-segment numbers into `total` (same segments, summed).
-void add_segment_stats(std::vector<runtime::SegmentStats>& total,
-                       const std::vector<runtime::SegmentStats>& one);
-
 // The per-segment report of run/eval/compare: where each segment ran, its device cycles or host
 // time, and the bytes moved each way; `images` divides the sums into per-image figures.
 std::string segment_table(const isa::Manifest& m, const std::vector<runtime::SegmentStats>& s,

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace npukit::tools {
+namespace npukit::analysis {
 
 struct ProfileLayer {
   std::string name;  // manifest layer name (or the opcode)
@@ -39,4 +39,4 @@ std::string profile_html(const Profile& p);   // one self-contained page
 // The --sa-arch sweep: one row per configuration.
 std::string sweep_table(const std::vector<Profile>& profiles);
 
-}  // namespace npukit::tools
+}  // namespace npukit::analysis

@@ -1,4 +1,4 @@
-#include "tools/profile_report.h"
+#include "analysis/profile.h"
 
 #include "common/error.h"
 #include "device/timing.h"
@@ -11,7 +11,7 @@
 #include <chrono>
 #include <map>
 
-namespace npukit::tools {
+namespace npukit::analysis {
 
 namespace timing = device::timing;
 
@@ -407,4 +407,4 @@ std::string sweep_table(const std::vector<Profile>& profiles) {
   return s;
 }
 
-}  // namespace npukit::tools
+}  // namespace npukit::analysis

@@ -1,0 +1,146 @@
+// evaluate() and compare() on the bundled digits model. The expected classes come from
+// onnxruntime's int8 logits committed with the fixture (an independent implementation); the
+// comparison's reference is the reference executor, a second implementation of every layer.
+#include "analysis/compare.h"
+#include "analysis/evaluate.h"
+#include "common/error.h"
+#include "compiler/compiler.h"
+#include "ir/tensor_util.h"
+#include "onnx/onnx_io.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+namespace npukit::analysis {
+namespace {
+
+const std::string kDigits = std::string(NPUKIT_SOURCE_DIR) + "/fixtures/digits/";
+
+ir::Graph int8_model() { return onnxio::load_onnx(kDigits + "lenet_digits.int8.onnx"); }
+
+// The first n images of X_test as one batch tensor.
+ir::Tensor first_images(std::int64_t n) {
+  ir::Tensor x = onnxio::load_tensor_file(kDigits + "X_test.npy");
+  ir::Tensor out;
+  for (std::int64_t i = 0; i < n; ++i) runtime::append_image(out, runtime::image_of(x, i));
+  return out;
+}
+
+TEST(Evaluate, PredictionsAreOnnxruntimesClasses) {
+  const auto compiled = compiler::compile(int8_model(), {});
+  runtime::Session session(compiled.artifact());
+  const ir::Tensor x = onnxio::load_tensor_file(kDigits + "X_test.npy");
+  const auto labels = labels_of(onnxio::load_tensor_file(kDigits + "y_test.npy"), "y_test");
+  const std::vector<float> ort =
+      ir::to_float_vector(onnxio::load_tensor_file(kDigits + "ort_int8_logits.npy"));  // [540, 10]
+  EvalOptions o;
+  o.limit = 40;
+  std::int64_t calls = 0;
+  o.progress = [&](std::int64_t done, std::int64_t total, std::int64_t) {
+    ++calls;
+    EXPECT_EQ(total, 40);
+    EXPECT_EQ(done, calls);
+  };
+  const EvalResult r = evaluate(session, x, labels, o);
+  EXPECT_EQ(r.images, 40);
+  EXPECT_EQ(calls, 40);
+  ASSERT_EQ(r.predictions.size(), 40u);
+  std::int64_t correct = 0;
+  for (std::size_t i = 0; i < 40; ++i) {
+    const auto row = ort.begin() + static_cast<std::ptrdiff_t>(10 * i);
+    EXPECT_EQ(r.predictions[i], std::max_element(row, row + 10) - row) << "image " << i;
+    correct += r.predictions[i] == labels[i];
+  }
+  EXPECT_EQ(r.int8_correct, correct);
+  EXPECT_GT(r.device_cycles, 0u);
+  EXPECT_FALSE(r.has_float);
+  ASSERT_FALSE(r.segments.empty());
+}
+
+TEST(Evaluate, FloatModelBeside) {
+  const auto compiled = compiler::compile(int8_model(), {});
+  runtime::Session session(compiled.artifact());
+  const ir::Graph float_model = onnxio::load_onnx(kDigits + "lenet_digits.onnx");
+  const auto labels = labels_of(onnxio::load_tensor_file(kDigits + "y_test.npy"), "y_test");
+  EvalOptions o;
+  o.limit = 10;
+  o.float_model = &float_model;
+  const EvalResult r =
+      evaluate(session, onnxio::load_tensor_file(kDigits + "X_test.npy"), labels, o);
+  EXPECT_TRUE(r.has_float);
+  EXPECT_EQ(r.images, 10);
+  EXPECT_GE(r.float_correct, 8);
+  EXPECT_GE(r.agree, 8);
+}
+
+TEST(Evaluate, BadLabelsNameTheProblem) {
+  const auto compiled = compiler::compile(int8_model(), {});
+  runtime::Session session(compiled.artifact());
+  const ir::Tensor x = first_images(3);
+  try {
+    evaluate(session, x, {1, 2}, {}, "X.npy", "Y.npy");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Y.npy has 2 labels, X.npy has 3 images"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    evaluate(session, x, {1, 2, 10}, {}, "X.npy", "Y.npy");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("label 10 of image 2 is out of range"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(labels_of(ir::make_tensor(ir::Shape{2}, std::vector<std::int64_t>{0, -1}, "y"), "y"),
+               Error);
+}
+
+TEST(Compare, EveryDigitsLayerBitExact) {
+  const ir::Graph model = int8_model();
+  const auto options = dispatch_every_layer(model, {});
+  EXPECT_FALSE(options.dispatch.empty());
+  const auto compiled = compiler::compile(model, options);
+  runtime::Session session(compiled.artifact());
+  ref::TensorMap feeds;
+  feeds[session.manifest().inputs[0].name] = first_images(2);
+  const CompareResult r = compare(model, options, session, feeds);
+  EXPECT_EQ(r.batch, 2);
+  EXPECT_EQ(r.sa_arch, "9,8,8");
+  ASSERT_FALSE(r.layers.empty());
+  EXPECT_EQ(r.alone.size(), r.layers.size());
+  EXPECT_EQ(r.layers_compared(), static_cast<std::int64_t>(r.layers.size()));
+  EXPECT_GT(r.layers_compared_alone(), 0);
+  for (const auto& d : r.layers) {
+    EXPECT_TRUE(d.compared) << d.layer << ": " << d.note;
+    EXPECT_EQ(d.differ, 0) << d.layer;
+    EXPECT_EQ(d.shape.empty() ? 0 : d.shape[0], 2) << d.layer;
+  }
+  EXPECT_TRUE(r.pass());
+  EXPECT_EQ(r.first_failing(), nullptr);
+  const auto j = r.to_json("digits");
+  EXPECT_EQ(j["pass"], true);
+  EXPECT_EQ(j["layers"].size(), r.layers.size());
+  EXPECT_TRUE(j["first_failing_layer"].is_null());
+}
+
+TEST(Compare, ACompiledProgramsOwnOptions) {
+  // A program compiled elsewhere (npukit compare DIR --onnx MODEL) is compared with the options
+  // its manifest implies: the same array and the outputs it dispatches.
+  const ir::Graph model = int8_model();
+  const auto compiled = compiler::compile(model, dispatch_every_layer(model, {}));
+  const auto options = options_of(compiled.manifest);
+  EXPECT_EQ(options.arch.str(), "9,8,8");
+  EXPECT_EQ(options.dispatch.size(), compiled.manifest.device_outputs().size());
+  runtime::Session session(compiled.artifact());
+  ref::TensorMap feeds;
+  feeds[session.manifest().inputs[0].name] = first_images(1);
+  const CompareResult r = compare(model, options, session, feeds);
+  EXPECT_TRUE(r.pass());
+  EXPECT_EQ(r.layers_compared(), static_cast<std::int64_t>(r.layers.size()));
+}
+
+}  // namespace
+}  // namespace npukit::analysis

@@ -1,0 +1,64 @@
+// Top-1 evaluation of a compiled program on the device model (what `npukit eval` and
+// npukit.eval() report): every image through the whole pipeline (host prefix, device, host
+// suffix) of a runtime::Session, optionally beside the float model on the reference executor.
+#pragma once
+
+#include "ir/graph.h"
+#include "runtime/session.h"
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+namespace npukit::analysis {
+
+struct EvalOptions {
+  std::int64_t limit = 0;                  // evaluate only the first N images (0 = all)
+  const ir::Graph* float_model = nullptr;  // also run this float model (one input) for comparison
+  // Called after each image: (images done, total, int8 correct so far).
+  std::function<void(std::int64_t, std::int64_t, std::int64_t)> progress;
+};
+
+struct EvalResult {
+  std::int64_t images = 0;
+  std::int64_t int8_correct = 0;
+  bool has_float = false;
+  std::int64_t float_correct = 0;
+  std::int64_t agree = 0;                       // images where int8 and float pick the same class
+  std::uint64_t device_cycles = 0;              // summed over the images
+  double seconds = 0;                           // host wall time of the loop
+  std::vector<std::int64_t> predictions;        // the int8 top-1 class per image
+  std::vector<runtime::SegmentStats> segments;  // summed over the images
+  std::vector<runtime::LayerCycles> layers;     // of the last image
+
+  double int8_top1() const { return images ? double(int8_correct) / images : 0; }
+  double float_top1() const { return images ? double(float_correct) / images : 0; }
+  double agreement() const { return images ? double(agree) / images : 0; }
+  double cycles_per_image() const { return images ? double(device_cycles) / images : 0; }
+};
+
+// Checks the data and labels against each other and the program (one input; labels are class
+// indices within the first output's size), then runs image by image. `data` holds the images on
+// axis 0 in any numeric type (converted to float32 and reshaped to the model input);
+// `data_name` and `labels_name` name them in messages (file names, or "data"/"labels").
+EvalResult evaluate(runtime::Session& session, const ir::Tensor& data,
+                    const std::vector<std::int64_t>& labels, const EvalOptions& options = {},
+                    const std::string& data_name = "data",
+                    const std::string& labels_name = "labels");
+
+// The checks evaluate() makes before any work, for a caller that wants them before compiling:
+// `data` has a batch axis 0 and one label per image.
+void check_eval_data(const ir::Tensor& data, const std::vector<std::int64_t>& labels,
+                     const std::string& data_name = "data",
+                     const std::string& labels_name = "labels");
+
+// Labels from a tensor (values converted to int64); an Error naming `labels_name` for a label
+// that is not a class index (negative, or beyond int32).
+std::vector<std::int64_t> labels_of(const ir::Tensor& labels, const std::string& labels_name);
+
+// Sums one run's per-segment numbers into `total` (same segments).
+void add_segment_stats(std::vector<runtime::SegmentStats>& total,
+                       const std::vector<runtime::SegmentStats>& one);
+
+}  // namespace npukit::analysis
