@@ -25,6 +25,19 @@ using ir::Tensor;
 
 constexpr float kInt8Max = 127.0f;
 
+// True when an int8 input of LeakyRelu(alpha) from scale sx to scale sy lands within 1e-4 of a
+// rounding tie (s_x = s_y, alpha 0.1: x = -15 gives exactly -1.5). onnxruntime's QLinearLeakyRelu
+// rounds such a value by the noise of its float32 steps, a pattern no fixed-point form reproduces
+// (docs/compiler.md, "LeakyReLU").
+bool leaky_relu_has_ties(float sx, float sy, float alpha) {
+  const double r = static_cast<double>(sx) / static_cast<double>(sy);
+  for (int q = -128; q < 128; ++q) {
+    const double v = (q < 0 ? static_cast<double>(alpha) : 1.0) * q * r;
+    if (std::fabs(v - std::floor(v) - 0.5) < 1e-4) return true;
+  }
+  return false;
+}
+
 // Round half to even, as ONNX QuantizeLinear does.
 double round_even(double v) { return std::nearbyint(v); }
 
@@ -544,6 +557,21 @@ class Rewriter {
       float threshold = best.count(root) ? best[root] : fallback[root];
       scale_[name] = threshold > 0 ? threshold / kInt8Max : 1.0f;
       if (hard_swish.count(root)) scale_[name] = hard_swish[root];
+    }
+    // A LeakyRelu's output scale equal to its input's (the positive side sets both ranges) makes
+    // exact ties of its table: the output scale (and its group's) grows by 2^-10 until none is
+    // left, so onnxruntime's table and the compiler's fixed-point form agree on every input.
+    for (const auto& n : f_.nodes) {
+      if (n.op_type != "LeakyRelu" || !n.domain.empty() || n.inputs.empty() || n.outputs.empty() ||
+          !scale_.count(n.inputs[0]) || !scale_.count(n.outputs[0]))
+        continue;
+      const float sx = scale_[n.inputs[0]], alpha = n.get_float("alpha", 0.01f);
+      float sy = scale_[n.outputs[0]];
+      for (int i = 0; i < 16 && leaky_relu_has_ties(sx, sy, alpha); ++i) sy *= 1.0f + 1.0f / 1024;
+      if (sy == scale_[n.outputs[0]]) continue;
+      const std::string root = groups.find(n.outputs[0]);
+      for (auto& [name, scale] : scale_)
+        if (groups.find(name) == root) scale = sy;
     }
   }
 

@@ -472,6 +472,41 @@ TEST(QuantizeModels, SliceWithRunTimeEndsGetsItsTypeFromCalibration) {
   EXPECT_NO_THROW(onnxio::load_onnx_bytes(onnxio::save_onnx_bytes(q), "chunk"));
 }
 
+// x -> LeakyRelu(0.1) -> y with x in [-10, 12.7]: min-max gives y the range of x (12.7, the
+// positive side), s_y = s_x, and onnxruntime's table for that has 13 exact ties (x = -5, -15, ...:
+// -0.5, -1.5, ...) it rounds by float32 noise. The quantizer moves s_y 2^-10 up: no tie left, and
+// the scale still covers the range.
+TEST(QuantizeModels, LeakyReluOutputScaleAvoidsExactTies) {
+  ir::Graph g;
+  g.name = "leaky";
+  g.opset = 13;
+  g.opsets[""] = 13;
+  g.tensors["x"] = ir::Tensor{"x", ir::DType::kFloat32, {1, 1, 2, 2}, {}};
+  g.tensors["y"] = ir::Tensor{"y", ir::DType::kFloat32, {1, 1, 2, 2}, {}};
+  g.inputs = {"x"};
+  g.outputs = {"y"};
+  ir::Node n{"leaky", "LeakyRelu", "", {"x"}, {"y"}, {}};
+  n.attributes["alpha"] = 0.1f;
+  g.nodes = {n};
+  QuantizeOptions options;
+  const ir::Graph q = quantize(
+      g, {{{"x", ir::make_tensor<float>({1, 1, 2, 2}, {-10.0f, 12.7f, 3.0f, -1.0f}, "x")}}},
+      options, nullptr);
+  const auto leaky = std::find_if(q.nodes.begin(), q.nodes.end(), [](const ir::Node& m) {
+    return m.op_type == "QLinearLeakyRelu";
+  });
+  ASSERT_NE(leaky, q.nodes.end());
+  const float sx = ir::to_float_vector(q.tensor(leaky->inputs[1]))[0];
+  const float sy = ir::to_float_vector(q.tensor(leaky->inputs[3]))[0];
+  EXPECT_FLOAT_EQ(sx, 12.7f / 127);
+  EXPECT_FLOAT_EQ(sy, sx * (1.0f + 1.0f / 1024));
+  // No int8 input lands on a tie of round(alpha x s_x / s_y) any more (nor of x s_x / s_y).
+  for (int x = -128; x < 128; ++x) {
+    const double v = (x < 0 ? 0.1 : 1.0) * x * static_cast<double>(sx) / sy;
+    EXPECT_GT(std::fabs(v - std::floor(v) - 0.5), 1e-4) << x;
+  }
+}
+
 TEST(QuantizeErrors, ClearMessages) {
   EXPECT_THAT(
       [] {
