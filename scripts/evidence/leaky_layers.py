@@ -14,6 +14,7 @@ Needs `cd bench/ort && npm ci --ignore-scripts`. Offline only.
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -39,6 +40,13 @@ def main():
     ap.add_argument("--sa-arch", default="9,8,8")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="npukit-leaky-")
+    try:
+        report(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def report(args, work):
     q = os.path.join(work, "tiny_yolo.int8.onnx")
     common.quantize(MODEL, INPUT, q)
     m = onnx.load(q)
