@@ -43,6 +43,7 @@ const std::vector<std::string>& graph_pass_names() {
                                                  "broadcast_mul",
                                                  "decompose_conv_transpose",
                                                  "quant_params",
+                                                 "channel_copies",
                                                  "check_shapes",
                                                  "assign_devices",
                                                  "partition",
@@ -52,6 +53,7 @@ const std::vector<std::string>& graph_pass_names() {
                                                  "pools_as_convs",
                                                  "lower_concat",
                                                  "clear_resize_padding",
+                                                 "fold_channel_copies",
                                                  "transpose_tall_images",
                                                  "split_grouped_convs",
                                                  "split_kernels",
@@ -110,6 +112,7 @@ Context lower_unsplit(const ir::Graph& model, const CompileOptions& options) {
   run(ctx, "broadcast_mul", broadcast_mul);
   run(ctx, "decompose_conv_transpose", decompose_conv_transpose);
   run(ctx, "quant_params", quant_params);
+  run(ctx, "channel_copies", channel_copies);
   run(ctx, "check_shapes", check_shapes);
   run(ctx, "assign_devices", assign_devices);
   run(ctx, "partition", partition);
@@ -119,6 +122,7 @@ Context lower_unsplit(const ir::Graph& model, const CompileOptions& options) {
   run(ctx, "pools_as_convs", pools_as_convs);
   run(ctx, "lower_concat", lower_concat);
   run(ctx, "clear_resize_padding", clear_resize_padding);
+  run(ctx, "fold_channel_copies", fold_channel_copies);
   run(ctx, "transpose_tall_images", transpose_tall_images);
   run(ctx, "split_grouped_convs", split_grouped_convs);
   run(ctx, "partition", partition);  // the lowered nodes' segments

@@ -174,4 +174,16 @@ PoolGeometry pool_geometry(const ir::Graph& g, const ir::Node& pool) {
   return p;
 }
 
+double conv_cycles_estimate(std::int64_t c, std::int64_t kn, std::int64_t pixels, std::int64_t area,
+                            const ConvGeometry& geo, const isa::SaArch& arch) {
+  constexpr double kEfficiency = 0.77, kLayer = 90.6, kPass = 78.3, kWritePass = 48.1;
+  auto up = [](std::int64_t a, std::int64_t b) { return (a + b - 1) / b; };
+  const std::int64_t kitr = up(kn, std::max<std::int64_t>(geo.kern_dim, 1));
+  const std::int64_t citr = up(c, std::max<std::int64_t>(geo.chan_dim, 1));
+  const double macs = static_cast<double>(pixels * kn * c * area);
+  return kLayer + static_cast<double>(kitr * citr) * kPass +
+         static_cast<double>(kitr) * kWritePass +
+         macs / (kEfficiency * static_cast<double>(arch.rows * arch.cols * arch.n_sa));
+}
+
 }  // namespace npukit::compiler

@@ -33,6 +33,13 @@ struct ConvGeometry {
 
 ConvGeometry conv_geometry(const ir::Graph& g, const ir::Node& conv, const isa::SaArch& arch);
 
+// Estimated cycles of a conv with c input channels, kn kernels, `pixels` output pixels and a
+// kernel of `area` taps on `geo`'s array: the fitted per-layer, per-pass and per-writing-pass
+// constants of gati.md 14.14 plus the MACs at 77 % of the array (split_grouped_convs and
+// fold_channel_copies choose forms by it).
+double conv_cycles_estimate(std::int64_t c, std::int64_t kn, std::int64_t pixels, std::int64_t area,
+                            const ConvGeometry& geo, const isa::SaArch& arch);
+
 // The same conv on the transposed image with the transposed kernel (height and width swapped).
 ConvGeometry transposed(ConvGeometry c);
 

@@ -251,7 +251,11 @@ void assign_devices(Context& ctx) {
   for (const auto& n : g.nodes) {
     const std::string why = why_not_on_device(g, n, ctx.options);
     if (why.empty()) {
-      ctx.place(n.name, Placement::kDevice, "int8 " + n.op_type + " lowers to a Gati megablock");
+      ctx.place(n.name, Placement::kDevice,
+                channel_copy_sources(g, n).empty()
+                    ? "int8 " + n.op_type + " lowers to a Gati megablock"
+                    : "int8 channel copy (a channel shuffle or Slice, channel_copies) lowers to "
+                      "a 1x1 Gati conv");
       any_device = true;
     } else {
       ctx.place(n.name, Placement::kHost, "host: " + why);

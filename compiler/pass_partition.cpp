@@ -71,6 +71,8 @@ std::uint64_t node_macs(const ir::Graph& g, const ir::Node& n) {
       per *= static_cast<std::uint64_t>(std::max<std::int64_t>(wt->shape[d], 1));
     return per * static_cast<std::uint64_t>(ir::element_count(x->shape));
   }
+  if ((op == "QLinearConv" || op == "GatiConv") && !channel_copy_sources(g, n).empty())
+    return 0;  // a channel shuffle or Slice (channel_copies): data movement, no model MACs
   if (op == "Conv" || op == "GatiConv" || op == "ConvInteger")
     w = 1;
   else if (op == "QLinearConv")

@@ -28,23 +28,6 @@
 
 namespace npukit::compiler {
 
-namespace {
-
-constexpr double kEfficiency = 0.77, kLayer = 90.6, kPass = 78.3, kWritePass = 48.1;
-
-double conv_cycles(std::int64_t c, std::int64_t kn, std::int64_t pixels, std::int64_t area,
-                   const ConvGeometry& geo, const isa::SaArch& arch) {
-  auto up = [](std::int64_t a, std::int64_t b) { return (a + b - 1) / b; };
-  const std::int64_t kitr = up(kn, std::max<std::int64_t>(geo.kern_dim, 1));
-  const std::int64_t citr = up(c, std::max<std::int64_t>(geo.chan_dim, 1));
-  const double macs = static_cast<double>(pixels * kn * c * area);
-  return kLayer + static_cast<double>(kitr * citr) * kPass +
-         static_cast<double>(kitr) * kWritePass +
-         macs / (kEfficiency * static_cast<double>(arch.rows * arch.cols * arch.n_sa));
-}
-
-}  // namespace
-
 void split_grouped_convs(Context& ctx) {
   ir::Graph& g = ctx.graph;
   const isa::SaArch& arch = ctx.options.arch;
@@ -76,15 +59,15 @@ void split_grouped_convs(Context& ctx) {
     const std::int64_t KN = w.shape[0], C = w.shape[1], area = w.shape[2] * w.shape[3];
     const std::int64_t cg = C / G, kng = KN / G, pixels = yt.shape[2] * yt.shape[3];
     const ConvGeometry geo = conv_geometry(g, n, arch);
-    const double block_diagonal = conv_cycles(C, KN, pixels, area, geo, arch);
+    const double block_diagonal = conv_cycles_estimate(C, KN, pixels, area, geo, arch);
     double best = block_diagonal;
     std::int64_t best_m = G;
     for (std::int64_t m = 1; m < G; ++m) {
       if (G % m != 0 || (m * cg) % arch.n_sa != 0 || (m * kng) % arch.n_sa != 0 ||
           (m * kng) % kn_align != 0)
         continue;
-      const double cost =
-          static_cast<double>(G / m) * conv_cycles(m * cg, m * kng, pixels, area, geo, arch);
+      const double cost = static_cast<double>(G / m) *
+                          conv_cycles_estimate(m * cg, m * kng, pixels, area, geo, arch);
       if (cost < best) best = cost, best_m = m;
     }
     if (best_m == G) {

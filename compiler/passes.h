@@ -19,6 +19,8 @@
 //  3d. decompose_conv_transpose  int8 ConvTranspose -> sub-pixel QLinearConv (device) +
 //                            DepthToSpace + Slice (host, exact int8 interleave and crop)
 //  3e. quant_params          every int8 value's scale and zero point (ctx.quantization)
+//  3f. channel_copies        int8 channel shuffle (Reshape-Transpose-Reshape) and channel Slice ->
+//                            1x1 channel-copy QLinearConv (0/1 weights, requantized by exactly 1)
 //   4. check_shapes          every value a device candidate touches has a known static shape
 //   5. assign_devices        which nodes the Gati could run and which the host must, and why
 //   6. partition             the ordered host/device segments (a segment index per node), small
@@ -28,6 +30,8 @@
 //  lowering (ONNX ops -> npukit.gati ops, docs/ref-ops.md)
 //   8. lower_to_gati         QLinear*/int8 ops -> Gati* with QuantScale/QuantShift folded in
 //   9. fuse_tail             Gati op + activation (+ global average pool) -> one TailBlock
+//   9d. fold_channel_copies  a channel copy folded into its producer's kernel order (free) or its
+//                            consumers' weight columns (when cheaper by cycles), exactly
 //  10. transpose_tall_images a device part with tall 3x3 convs (a v1.0.0 hang) runs sideways
 //  10b. split_grouped_convs  a block-diagonal grouped conv -> one conv per m groups reading and
 //                            writing channel views (Slice/Concat aliases, no copy), by cycles
@@ -56,6 +60,7 @@ void constant_arithmetic(Context& ctx);
 void broadcast_mul(Context& ctx);
 void decompose_conv_transpose(Context& ctx);
 void quant_params(Context& ctx);
+void channel_copies(Context& ctx);
 void check_shapes(Context& ctx);
 void assign_devices(Context& ctx);
 void partition(Context& ctx);
@@ -63,6 +68,7 @@ void legalize_host_ops(Context& ctx);
 void lower_to_gati(Context& ctx);
 void fuse_tail(Context& ctx);
 void transpose_tall_images(Context& ctx);
+void fold_channel_copies(Context& ctx);
 void split_grouped_convs(Context& ctx);
 // A Slice or Concat along channels that split_grouped_convs left on the device: no layer, its
 // tensors are aliases of the tensor they view (collect_device_program).
@@ -82,6 +88,13 @@ std::uint64_t segment_start_cycles();
 
 // The graph passes in compile() order (the names --dump-after takes).
 const std::vector<std::string>& graph_pass_names();
+
+// A channel copy: a 1x1 stride-1 conv (QLinearConv or GatiConv, group 1, no bias, no accumulator)
+// whose int8 weights are 0/1 with exactly one 1 per output channel and at most one per input
+// channel, requantized by exactly 1 (QLinearConv: weight scale 1, input scale = output scale, zero
+// points 0; GatiConv: quant_scale = 2^quant_shift, no activation). Returns src, out[o] =
+// in[src[o]]; empty when `n` is not one. Data movement: node_macs counts 0 MACs for it.
+std::vector<std::int64_t> channel_copy_sources(const ir::Graph& g, const ir::Node& n);
 
 // The ops assign_devices may put on the device: QOperator/int8 ONNX ops that lower_to_gati
 // knows. Returns an empty string when `n` can run on the Gati, else why not.
