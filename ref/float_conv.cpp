@@ -32,14 +32,19 @@ using Dims = memory::dims;
 
 // One compiled convolution per geometry: oneDNN generates its kernel when the primitive is made,
 // which costs far more than running it once, and a network runs the same geometries per image.
+// The thread count is part of the key: oneDNN splits the work for the OpenMP thread count in
+// force when the primitive is made and runs that many threads whatever is set later (a primitive
+// made for 2 threads kept `--threads 1` spinning 2 OpenMP threads: 24 ms per digits image
+// instead of 0.6 on a loaded machine).
 struct Key {
+  int threads;
   std::int64_t batch, channels, in_h, in_w, kernels, group, kernel_h, kernel_w, stride_h, stride_w,
       dilation_h, dilation_w, pad_top, pad_left, pad_bottom, pad_right;
   bool bias;
   auto tie() const {
-    return std::tie(batch, channels, in_h, in_w, kernels, group, kernel_h, kernel_w, stride_h,
-                    stride_w, dilation_h, dilation_w, pad_top, pad_left, pad_bottom, pad_right,
-                    bias);
+    return std::tie(threads, batch, channels, in_h, in_w, kernels, group, kernel_h, kernel_w,
+                    stride_h, stride_w, dilation_h, dilation_w, pad_top, pad_left, pad_bottom,
+                    pad_right, bias);
   }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
@@ -98,9 +103,15 @@ memory in_layout(const memory::desc& want, const memory::desc& have, void* data,
 void conv2d_float(const float* x, const float* w, const float* bias, float* y, std::int64_t batch,
                   std::int64_t channels, std::int64_t kernels, std::int64_t group,
                   const WindowGeometry& g) {
-  const Key key{batch,      channels,   g.in_h,       g.in_w,      kernels,        group,
-                g.kernel_h, g.kernel_w, g.stride_h,   g.stride_w,  g.dilation_h,   g.dilation_w,
-                g.pad_top,  g.pad_left, g.pad_bottom, g.pad_right, bias != nullptr};
+  // A small convolution runs on one thread: waking OpenMP workers costs more than it saves, and
+  // on a loaded machine their spin-waiting costs far more (LeNet's convolutions took 70x longer).
+  const std::int64_t macs =
+      batch * kernels * g.out_h * g.out_w * (channels / group) * g.kernel_h * g.kernel_w;
+  const int threads = macs < (std::int64_t{1} << 22) ? 1 : static_cast<int>(thread_count());
+  omp_set_num_threads(threads);
+  const Key key{threads,      batch,      channels,   g.in_h,       g.in_w,      kernels,
+                group,        g.kernel_h, g.kernel_w, g.stride_h,   g.stride_w,  g.dilation_h,
+                g.dilation_w, g.pad_top,  g.pad_left, g.pad_bottom, g.pad_right, bias != nullptr};
   const Compiled* c = nullptr;
   try {
     c = &compiled(key, g);
@@ -108,7 +119,6 @@ void conv2d_float(const float* x, const float* w, const float* bias, float* y, s
     conv2d_float_direct(x, w, bias, y, batch, channels, kernels, group, g);
     return;
   }
-  omp_set_num_threads(static_cast<int>(thread_count()));
   dnnl::stream s(engine());
   memory src = in_layout(c->src, c->user_src, const_cast<float*>(x), s);
   memory weights = in_layout(c->weights, c->user_weights, const_cast<float*>(w), s);
