@@ -98,6 +98,74 @@ TEST(Evaluate, BadLabelsNameTheProblem) {
                Error);
 }
 
+TEST(Evaluate, ShardRangesCoverEveryImageOnce) {
+  for (std::int64_t images : {0, 1, 5, 540})
+    for (int count : {1, 2, 3, 7}) {
+      std::int64_t next = 0;
+      for (int i = 0; i < count; ++i) {
+        const auto [begin, end] = shard_range(images, i, count);
+        EXPECT_EQ(begin, next) << images << " " << i << "/" << count;
+        EXPECT_LE(end - begin, images / count + 1);
+        EXPECT_GE(end - begin, images / count);
+        next = end;
+      }
+      EXPECT_EQ(next, images);
+    }
+  EXPECT_THROW(shard_range(5, 2, 2), Error);
+  EXPECT_THROW(shard_range(5, 0, 0), Error);
+}
+
+// What `mpirun -n N npukit eval` does without MPI: every shard evaluated on its own (one with no
+// image at all), sent through encode/decode, merged; the result is the single run's, and the
+// predictions are onnxruntime's classes.
+TEST(Evaluate, MergedShardsAreTheSingleRun) {
+  const auto compiled = compiler::compile(int8_model(), {});
+  runtime::Session session(compiled.artifact());
+  const ir::Graph float_model = onnxio::load_onnx(kDigits + "lenet_digits.onnx");
+  const ir::Tensor x = onnxio::load_tensor_file(kDigits + "X_test.npy");
+  const auto labels = labels_of(onnxio::load_tensor_file(kDigits + "y_test.npy"), "y_test");
+  const std::vector<float> ort =
+      ir::to_float_vector(onnxio::load_tensor_file(kDigits + "ort_int8_logits.npy"));
+  EvalOptions o;
+  o.limit = 3;
+  o.float_model = &float_model;
+  const EvalResult one = evaluate(session, x, labels, o);
+  std::vector<EvalResult> shards;
+  for (int i = 0; i < 4; ++i) {  // 3 images over 4 shards: shard 0 gets none
+    o.shard_index = i;
+    o.shard_count = 4;
+    shards.push_back(decode_eval_result(encode_eval_result(evaluate(session, x, labels, o)),
+                                        "shard " + std::to_string(i)));
+  }
+  EXPECT_EQ(shards[0].images, 0);
+  const EvalResult all = merge_shards(shards);
+  EXPECT_EQ(all.images, 3);
+  EXPECT_EQ(all.predictions, one.predictions);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto row = ort.begin() + static_cast<std::ptrdiff_t>(10 * i);
+    EXPECT_EQ(all.predictions[i], std::max_element(row, row + 10) - row) << "image " << i;
+  }
+  EXPECT_EQ(all.int8_correct, one.int8_correct);
+  EXPECT_EQ(all.float_correct, one.float_correct);
+  EXPECT_EQ(all.agree, one.agree);
+  EXPECT_TRUE(all.has_float);
+  EXPECT_EQ(all.device_cycles, one.device_cycles);
+  ASSERT_EQ(all.segments.size(), one.segments.size());
+  for (std::size_t i = 0; i < one.segments.size(); ++i) {
+    EXPECT_EQ(all.segments[i].cycles, one.segments[i].cycles);
+    EXPECT_EQ(all.segments[i].bytes_to_device, one.segments[i].bytes_to_device);
+    EXPECT_EQ(all.segments[i].bytes_from_device, one.segments[i].bytes_from_device);
+  }
+  ASSERT_EQ(all.layers.size(), one.layers.size());
+  for (std::size_t i = 0; i < one.layers.size(); ++i) {
+    EXPECT_EQ(all.layers[i].name, one.layers[i].name);
+    EXPECT_EQ(all.layers[i].cycles, one.layers[i].cycles);
+  }
+  o.shard_index = 4;
+  EXPECT_THROW(evaluate(session, x, labels, o), Error);
+  EXPECT_THROW(decode_eval_result("{\"images\": 1}", "rank 1"), Error);
+}
+
 TEST(Compare, EveryDigitsLayerBitExact) {
   const ir::Graph model = int8_model();
   const auto options = dispatch_every_layer(model, {});

@@ -4,6 +4,8 @@
 #include "ir/tensor_util.h"
 #include "ref/executor.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -84,13 +86,20 @@ EvalResult evaluate(runtime::Session& session, const ir::Tensor& x,
   if (float_model && float_model->inputs.size() != 1)
     fail("the float model needs exactly one input, has {}", float_model->inputs.size());
 
-  const std::int64_t n = options.limit > 0 ? std::min(x.shape[0], options.limit) : x.shape[0];
+  if (options.shard_count < 1 || options.shard_index < 0 ||
+      options.shard_index >= options.shard_count)
+    fail("shard {} of {} does not exist (shards are 0..count-1, count >= 1)", options.shard_index,
+         options.shard_count);
+
+  const std::int64_t all = options.limit > 0 ? std::min(x.shape[0], options.limit) : x.shape[0];
+  const auto [begin, end] = shard_range(all, options.shard_index, options.shard_count);
+  const std::int64_t n = end - begin;
   const std::vector<float> xs = ir::to_float_vector(x);
   EvalResult r;
   r.images = n;
   r.has_float = float_model != nullptr;
   const auto t0 = std::chrono::steady_clock::now();
-  for (std::int64_t i = 0; i < n; ++i) {
+  for (std::int64_t i = begin; i < end; ++i) {
     ref::TensorMap feeds;
     feeds[input.name] = image_of(x, xs, i, input.shape, input.name, data_name);
     const auto result = session.run(feeds);
@@ -109,10 +118,79 @@ EvalResult evaluate(runtime::Session& session, const ir::Tensor& x,
       r.float_correct += fp == labels[i];
       r.agree += fp == p;
     }
-    if (options.progress) options.progress(i + 1, n, r.int8_correct);
+    if (options.progress) options.progress(i - begin + 1, n, r.int8_correct);
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
+}
+
+std::pair<std::int64_t, std::int64_t> shard_range(std::int64_t images, int index, int count) {
+  if (count < 1 || index < 0 || index >= count || images < 0)
+    fail("shard {} of {} over {} images does not exist", index, count, images);
+  return {images * index / count, images * (index + 1) / count};
+}
+
+EvalResult merge_shards(const std::vector<EvalResult>& shards) {
+  EvalResult r;
+  if (shards.empty()) return r;
+  r.has_float = shards.front().has_float;
+  for (const EvalResult& s : shards) {
+    if (s.has_float != r.has_float)
+      fail("cannot merge evaluation shards: some ran the float model and some did not");
+    r.images += s.images;
+    r.int8_correct += s.int8_correct;
+    r.float_correct += s.float_correct;
+    r.agree += s.agree;
+    r.device_cycles += s.device_cycles;
+    r.seconds = std::max(r.seconds, s.seconds);
+    r.predictions.insert(r.predictions.end(), s.predictions.begin(), s.predictions.end());
+    add_segment_stats(r.segments, s.segments);
+    if (s.images > 0) r.layers = s.layers;
+  }
+  return r;
+}
+
+std::string encode_eval_result(const EvalResult& r) {
+  nlohmann::json segments = nlohmann::json::array(), layers = nlohmann::json::array();
+  for (const auto& s : r.segments)
+    segments.push_back(
+        {s.index, s.device, s.cycles, s.host_seconds, s.bytes_to_device, s.bytes_from_device});
+  for (const auto& l : r.layers) layers.push_back({l.name, l.opcode, l.cycles});
+  const nlohmann::json j{{"images", r.images},       {"int8_correct", r.int8_correct},
+                         {"has_float", r.has_float}, {"float_correct", r.float_correct},
+                         {"agree", r.agree},         {"device_cycles", r.device_cycles},
+                         {"seconds", r.seconds},     {"predictions", r.predictions},
+                         {"segments", segments},     {"layers", layers}};
+  return j.dump();
+}
+
+EvalResult decode_eval_result(const std::string& bytes, const std::string& what) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(bytes);
+    EvalResult r;
+    r.images = j.at("images").get<std::int64_t>();
+    r.int8_correct = j.at("int8_correct").get<std::int64_t>();
+    r.has_float = j.at("has_float").get<bool>();
+    r.float_correct = j.at("float_correct").get<std::int64_t>();
+    r.agree = j.at("agree").get<std::int64_t>();
+    r.device_cycles = j.at("device_cycles").get<std::uint64_t>();
+    r.seconds = j.at("seconds").get<double>();
+    r.predictions = j.at("predictions").get<std::vector<std::int64_t>>();
+    for (const auto& s : j.at("segments"))
+      r.segments.push_back({s.at(0).get<std::size_t>(), s.at(1).get<bool>(),
+                            s.at(2).get<std::uint64_t>(), s.at(3).get<double>(),
+                            s.at(4).get<std::uint64_t>(), s.at(5).get<std::uint64_t>()});
+    for (const auto& l : j.at("layers"))
+      r.layers.push_back(
+          {l.at(0).get<std::string>(), l.at(1).get<std::string>(), l.at(2).get<std::uint64_t>()});
+    if (static_cast<std::int64_t>(r.predictions.size()) != r.images)
+      fail("{} predictions for {} images", r.predictions.size(), r.images);
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not an evaluation result ({})", what, e.what());
+  } catch (const Error& e) {
+    fail("{}: not an evaluation result ({})", what, e.what());
+  }
 }
 
 }  // namespace npukit::analysis

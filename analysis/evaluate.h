@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace npukit::analysis {
@@ -16,6 +18,11 @@ namespace npukit::analysis {
 struct EvalOptions {
   std::int64_t limit = 0;                  // evaluate only the first N images (0 = all)
   const ir::Graph* float_model = nullptr;  // also run this float model (one input) for comparison
+  // Scale-out (`mpirun -n N npukit eval`): this process evaluates only shard `shard_index` of
+  // `shard_count` contiguous, nearly equal blocks of the images (after `limit`); merge_shards()
+  // of every shard's result, in shard order, is the result of a single process.
+  int shard_index = 0;
+  int shard_count = 1;
   // Called after each image: (images done, total, int8 correct so far).
   std::function<void(std::int64_t, std::int64_t, std::int64_t)> progress;
 };
@@ -46,6 +53,20 @@ EvalResult evaluate(runtime::Session& session, const ir::Tensor& data,
                     const std::vector<std::int64_t>& labels, const EvalOptions& options = {},
                     const std::string& data_name = "data",
                     const std::string& labels_name = "labels");
+
+// The images [begin, end) of shard `index` of `count` when `images` images are evaluated:
+// contiguous blocks in order, sizes differing by at most one (some empty when count > images).
+std::pair<std::int64_t, std::int64_t> shard_range(std::int64_t images, int index, int count);
+
+// The result of one process over all images from the results of its shards, in shard order:
+// counts, cycles, bytes and host times summed, predictions concatenated, the layers of the shard
+// that ran the last image, wall time the longest shard's (they run side by side).
+EvalResult merge_shards(const std::vector<EvalResult>& shards);
+
+// An EvalResult as bytes and back (what the ranks of an MPI job send to rank 0); exact, doubles
+// included. decode_eval_result throws an Error naming `what` for bytes that are not one.
+std::string encode_eval_result(const EvalResult& r);
+EvalResult decode_eval_result(const std::string& bytes, const std::string& what);
 
 // The checks evaluate() makes before any work, for a caller that wants them before compiling:
 // `data` has a batch axis 0 and one label per image.

@@ -11,6 +11,7 @@ packages=(
   libonnx-testdata python3
   chromium
   pybind11-dev python3-dev python3-numpy python3-pytest
+  libopenmpi-dev openmpi-bin
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -9,6 +9,7 @@
 #include "onnx/onnx_io.h"
 #include "runtime/session.h"
 #include "tools/command_registry.h"
+#include "tools/mpi_world.h"
 #include "tools/program_dir.h"
 
 #include <fmt/core.h>
@@ -80,42 +81,87 @@ class Progress {
 };
 
 void run(const EvalArgs& a) {
-  // Loaded and checked first so a bad data file fails before the (slower) compilation.
-  const ir::Tensor x = npukit::onnxio::load_tensor_file(a.data);
-  const std::vector<std::int64_t> labels = npukit::analysis::labels_of(
-      npukit::onnxio::load_tensor_file(a.labels), fmt::format("--labels '{}'", a.labels));
-  const std::string data_name = fmt::format("--data '{}'", a.data);
-  const std::string labels_name = fmt::format("--labels '{}'", a.labels);
-  npukit::analysis::check_eval_data(x, labels, data_name, labels_name);
-  if (!a.predictions.empty()) npukit::check_output_path(a.predictions, "--predictions");
-  if (!a.json.empty()) npukit::check_output_path(a.json, "--json");
+  // Under `mpirun -n N` every rank compiles the program and evaluates its shard of the images;
+  // rank 0 merges the shards into the result of one process and alone prints and writes files.
+  const npukit::tools::MpiWorld world("eval");
 
   TempDir temp;
-  // A model with symbolic dimensions takes the image shape of --data (unless --input-shape).
-  npukit::tools::ProgramOptions program = a.program;
-  program.data_shapes[""] = x.shape;
-  program.data_what = "--data '" + a.data + "'";
-  const std::string dir = npukit::tools::ensure_program_dir(a.model, program, temp.path().string());
-  npukit::runtime::SessionOptions so;
-  so.warnings = &std::cerr;
-  npukit::runtime::Session session(dir, so);
-  const auto& m = session.manifest();
-
+  std::optional<npukit::runtime::Session> session;
   std::optional<ir::Graph> float_model;
-  if (!a.float_model.empty()) {
-    float_model = npukit::tools::load_model(a.float_model, program);
-    if (float_model->inputs.size() != 1)
-      fail("--float '{}': needs exactly one input, has {}", a.float_model,
-           float_model->inputs.size());
-  }
-  npukit::analysis::EvalOptions options;
-  options.limit = a.limit;
-  options.float_model = float_model ? &*float_model : nullptr;
-  Progress progress(a.limit > 0 ? std::min(a.limit, x.shape[0]) : x.shape[0], !a.quiet);
-  options.progress = [&](std::int64_t done, std::int64_t, std::int64_t correct) {
-    progress.update(done, fmt::format("int8 {:.2f} %", 100.0 * correct / done));
+  std::optional<Progress> progress;
+  const std::string tail =
+      world.size() > 1 ? fmt::format(" (rank 0 of {} MPI ranks)", world.size()) : "";
+
+  auto evaluate_shard = [&] {
+    // Loaded and checked first so a bad data file fails before the (slower) compilation.
+    const ir::Tensor x = npukit::onnxio::load_tensor_file(a.data);
+    const std::vector<std::int64_t> labels = npukit::analysis::labels_of(
+        npukit::onnxio::load_tensor_file(a.labels), fmt::format("--labels '{}'", a.labels));
+    const std::string data_name = fmt::format("--data '{}'", a.data);
+    const std::string labels_name = fmt::format("--labels '{}'", a.labels);
+    npukit::analysis::check_eval_data(x, labels, data_name, labels_name);
+    if (!a.predictions.empty()) npukit::check_output_path(a.predictions, "--predictions");
+    if (!a.json.empty()) npukit::check_output_path(a.json, "--json");
+
+    // A model with symbolic dimensions takes the image shape of --data (unless --input-shape).
+    npukit::tools::ProgramOptions program = a.program;
+    program.data_shapes[""] = x.shape;
+    program.data_what = "--data '" + a.data + "'";
+    const std::string dir =
+        npukit::tools::ensure_program_dir(a.model, program, temp.path().string());
+    npukit::runtime::SessionOptions so;
+    so.warnings = world.rank() == 0 ? &std::cerr : nullptr;
+    session.emplace(dir, so);
+    if (!a.float_model.empty()) {
+      float_model = npukit::tools::load_model(a.float_model, program);
+      if (float_model->inputs.size() != 1)
+        fail("--float '{}': needs exactly one input, has {}", a.float_model,
+             float_model->inputs.size());
+    }
+    const std::int64_t total = a.limit > 0 ? std::min(a.limit, x.shape[0]) : x.shape[0];
+    const auto [first, end] = npukit::analysis::shard_range(total, world.rank(), world.size());
+    progress.emplace(end - first, !a.quiet && world.rank() == 0);
+    npukit::analysis::EvalOptions options;
+    options.limit = a.limit;
+    options.float_model = float_model ? &*float_model : nullptr;
+    options.shard_index = world.rank();
+    options.shard_count = world.size();
+    options.progress = [&](std::int64_t done, std::int64_t, std::int64_t correct) {
+      progress->update(done, fmt::format("int8 {:.2f} %{}", 100.0 * correct / done, tail));
+    };
+    return npukit::analysis::evaluate(*session, x, labels, options, data_name, labels_name);
   };
-  const auto r = npukit::analysis::evaluate(session, x, labels, options, data_name, labels_name);
+
+  npukit::analysis::EvalResult r;
+  if (world.size() == 1) {
+    r = evaluate_shard();
+  } else {
+    // Every rank reaches the gather, failed or not, so an error on one rank is reported by
+    // rank 0 instead of leaving the others waiting.
+    std::string mine;
+    try {
+      mine = "ok " + npukit::analysis::encode_eval_result(evaluate_shard());
+    } catch (const std::exception& e) {
+      mine = std::string("error ") + e.what();
+    }
+    const std::vector<std::string> all = world.gather(mine);
+    if (world.rank() != 0) {
+      if (mine.starts_with("error")) npukit::tools::set_exit_status(1);
+      return;
+    }
+    std::vector<npukit::analysis::EvalResult> shards;
+    for (int i = 0; i < world.size(); ++i) {
+      if (all[i].starts_with("error "))
+        fail("{}{}", i == 0 ? "" : fmt::format("MPI rank {} of {}: ", i, world.size()),
+             all[i].substr(6));
+      shards.push_back(npukit::analysis::decode_eval_result(
+          all[i].substr(3), fmt::format("the result of MPI rank {}", i)));
+    }
+    r = npukit::analysis::merge_shards(shards);
+    if (!a.quiet)
+      std::cerr << fmt::format("{} images evaluated by {} MPI ranks\n", r.images, world.size());
+  }
+  const auto& m = session->manifest();
   const std::int64_t n = r.images;
   const double clock_khz = static_cast<double>(npukit::isa::kClockHz) / 1e3;
 

@@ -1,0 +1,126 @@
+// `mpirun -n 2 npukit eval` (MPI scale-out) against the single process on the bundled digits
+// model: the same output, JSON, predictions and per-layer stats apart from timing. Without MPI
+// built in, a process started as one of several ranks is refused with a clear message.
+#include "tools/cli_test_support.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+using npukit::tools::testing::run_npukit;
+using npukit::tools::testing::scratch_dir;
+using ::testing::HasSubstr;
+
+const std::string kDigits = std::string(NPUKIT_SOURCE_DIR) + "/fixtures/digits/";
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The JSON without its timing fields (wall time per image, host seconds per segment).
+nlohmann::json without_timing(nlohmann::json j) {
+  if (j.is_object()) {
+    for (const char* key : {"seconds_per_image", "host_seconds", "host_ms", "ms"}) j.erase(key);
+    for (auto& [key, value] : j.items()) value = without_timing(value);
+  } else if (j.is_array()) {
+    for (auto& value : j) value = without_timing(value);
+  }
+  return j;
+}
+
+// The printed report without the lines that carry host timing.
+std::string without_timing(const std::string& out) {
+  std::istringstream in(out);
+  std::string line, kept;
+  while (std::getline(in, line))
+    if (line.find("host wall time") == std::string::npos &&
+        line.find(" ms host ") == std::string::npos)
+      kept += line + "\n";
+  return kept;
+}
+
+std::string eval_args(const fs::path& out, const std::string& extra) {
+  return "eval " + kDigits + "lenet_digits.int8.onnx --data " + kDigits + "X_test.npy --labels " +
+         kDigits + "y_test.npy --float " + kDigits + "lenet_digits.onnx -q --json " +
+         (out / "eval.json").string() + " --predictions " + (out / "pred.npy").string() +
+         " --stats-json " + (out / "stats.json").string() + " " + extra;
+}
+
+#ifdef NPUKIT_MPIEXEC
+
+// mpirun as root (containers, CI) and with more ranks than cores.
+npukit::tools::testing::CliResult run_mpi(int ranks, const std::string& args) {
+  const std::string mpirun = std::string(NPUKIT_MPIEXEC) +
+                             " --oversubscribe --allow-run-as-root -n " + std::to_string(ranks) +
+                             " " + NPUKIT_BIN;
+  const std::string cmd =
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + mpirun + " " + args + " 2>&1";
+  npukit::tools::testing::CliResult r;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
+  const int status = ::pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST(MpiEval, TwoRanksGiveTheSingleProcessResult) {
+  // 101 images: rank 0 evaluates 50, rank 1 51; then 1 image, which rank 0 has none of.
+  for (const std::string limit : {"101", "1"}) {
+    const fs::path one = scratch_dir("one" + limit), two = scratch_dir("two" + limit);
+    const auto single =
+        run_npukit(eval_args(one, "--limit " + limit), npukit::tools::testing::Stderr::kDiscard);
+    ASSERT_EQ(single.status, 0) << single.out;
+    const auto mpi = run_mpi(2, eval_args(two, "--limit " + limit));
+    ASSERT_EQ(mpi.status, 0) << mpi.out;
+    EXPECT_THAT(single.out, HasSubstr(limit + " images of"));
+    EXPECT_EQ(without_timing(mpi.out), without_timing(single.out)) << limit;
+    EXPECT_EQ(without_timing(nlohmann::json::parse(slurp(two / "eval.json"))),
+              without_timing(nlohmann::json::parse(slurp(one / "eval.json"))));
+    EXPECT_EQ(without_timing(nlohmann::json::parse(slurp(two / "stats.json"))),
+              without_timing(nlohmann::json::parse(slurp(one / "stats.json"))));
+    EXPECT_EQ(slurp(two / "pred.npy"), slurp(one / "pred.npy"));
+  }
+}
+
+TEST(MpiEval, AnErrorIsReportedOnceByRankZero) {
+  const fs::path d = scratch_dir("bad");
+  const auto r = run_mpi(2, "eval " + kDigits + "lenet_digits.int8.onnx --data " + kDigits +
+                                "X_test.npy --labels " + kDigits + "X_test.npy -q");
+  EXPECT_NE(r.status, 0);
+  EXPECT_THAT(r.out, HasSubstr("npukit eval: error:"));
+  EXPECT_EQ(r.out.find("npukit eval: error:"), r.out.rfind("npukit eval: error:")) << r.out;
+}
+
+#else
+
+TEST(MpiEval, WithoutMpiSeveralRanksAreRefused) {
+  const std::string args = "eval --limit 1 " + kDigits + "lenet_digits.int8.onnx --data " +
+                           kDigits + "X_test.npy --labels " + kDigits + "y_test.npy -q";
+  const auto alone = run_npukit(args);
+  ASSERT_EQ(alone.status, 0) << alone.out;  // one process: no MPI needed
+  // What OpenMPI's mpirun tells each of 2 ranks it starts.
+  ::setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+  const auto r = run_npukit(args);
+  ::unsetenv("OMPI_COMM_WORLD_SIZE");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("npukit eval: error: this process is one of 2 ranks started by "
+                               "mpirun, but this npukit was built without MPI"));
+}
+
+#endif
+
+}  // namespace
