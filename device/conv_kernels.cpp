@@ -4,7 +4,8 @@
 // 2^31 / 2^14 - 1 products per output, so no partial sum in any order can leave int32: the
 // scalar path, the AVX2 path and conv.cpp's per-connection loop all produce the same integers.
 // (The AVX2 path adds two products in _mm256_madd_epi16, whose int32 lane holds |sum| <= 2^15
-// exactly; _mm256_maddubs_epi16 would saturate to int16 and is not used.) Virtual outputs that
+// exactly; _mm256_maddubs_epi16 would saturate to int16 and is used only when every input is
+// 0..127, where a pair of products cannot leave int16.) Virtual outputs that
 // are thrown away sum the same number of int8 products, so they stay within the bound too.
 #include "device/conv_kernels.h"
 
@@ -135,7 +136,22 @@ void tiles_scalar(const Packed& p, std::uint64_t kb, std::uint64_t pair_begin,
     }
 }
 
-void pack_quads(const DenseConv& c, PackedQuads& p) {
+bool inputs_nonnegative(const DenseConv& c) {
+  const std::uint64_t n = c.padded_h * c.padded_w;
+  for (const std::int64_t ch : c.channels) {
+    const std::int8_t* plane = plane_of(c, ch);
+    if (!plane) continue;
+    // OR of the bytes: the sign bit survives if any is negative (vectorizes).
+    std::uint8_t any = 0;
+    for (std::uint64_t i = 0; i < n; ++i) any |= static_cast<std::uint8_t>(plane[i]);
+    if (any & 0x80) return false;
+  }
+  return true;
+}
+
+void pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias) {
+  if (bias != 128 && bias != 0) fail("pack_quads: bias {} (128 or 0)", bias);
+  p.bias = bias;
   const Phases ph = phases(c, p.tap_offset);
   p.wq = ph.wq;
   p.plane_words = ph.plane_words;
@@ -152,9 +168,12 @@ void pack_quads(const DenseConv& c, PackedQuads& p) {
   p.quads = chans.size() / 4;
   p.split_quads = c.split == c.channels.size() ? p.quads : (c.split + 3) / 4;
   p.q_count = c.oh() * p.wq;
-  p.q_padded = (p.q_count + kTileQ4 - 1) / kTileQ4 * kTileQ4;
-  // 0x80808080: every byte x = 0 (the value of padding and of the zero channels).
-  p.x.assign(p.quads * p.plane_words + p.q_padded, 0x80808080u);
+  // The VNNI tiles step 48 outputs; the AVX2 u8 tiles (bias 0) 16, which wastes less on small
+  // planes (7x7: 64 virtual outputs instead of 96).
+  const std::uint64_t q_step = bias == 0 ? 16 : kTileQ4;
+  p.q_padded = (p.q_count + q_step - 1) / q_step * q_step;
+  // Every byte x = 0 (the value of padding and of the zero channels): 0x80808080 with bias 128.
+  p.x.assign(p.quads * p.plane_words + p.q_padded, bias * 0x01010101u);
   for (std::uint64_t qd = 0; qd < p.quads; ++qd) {
     const std::int8_t* src[4];
     for (int b = 0; b < 4; ++b) src[b] = plane_of(c, chans[4 * qd + static_cast<std::uint64_t>(b)]);
@@ -162,7 +181,8 @@ void pack_quads(const DenseConv& c, PackedQuads& p) {
       std::uint32_t word = 0;
       for (int b = 0; b < 4; ++b) {
         const std::int8_t v = src[b] ? src[b][at] : 0;
-        word |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(v + 128)) << (8 * b);
+        word |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(v + static_cast<int>(bias)))
+                << (8 * b);
       }
       return word;
     });
@@ -188,8 +208,8 @@ void pack_quads(const DenseConv& c, PackedQuads& p) {
         }
         p.w[((kb * p.quads + qd) * p.taps + t) * kTileK4 + kk] = word;
       }
-    p.offset_first[k] = 128u * sum_first;
-    p.offset_all[k] = 128u * sum_all;
+    p.offset_first[k] = bias * sum_first;
+    p.offset_all[k] = bias * sum_all;
   }
 }
 
@@ -281,11 +301,11 @@ void drive(const DenseConv& c, std::uint64_t tile_k, std::uint64_t kn_padded,
 
 namespace detail {
 void dense_conv_quads(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot,
-                      QuadTiles tiles) {
+                      QuadTiles tiles, std::uint32_t bias) {
   check(c);
   thread_local PackedQuads packed;
   PackedQuads& p = packed;  // the workers of parallel_for read this thread's copy
-  pack_quads(c, p);
+  pack_quads(c, p, bias);
   drive(c, kTileK4, p.kn_padded, p.q_padded, p.wq, p.split_quads, p.quads, p.offset_first.data(),
         p.offset_all.data(), acc, snapshot,
         [&](std::uint64_t kb, std::uint64_t begin, std::uint64_t end, bool accumulate,
@@ -300,8 +320,11 @@ void dense_conv(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot, I
     return dense_conv_quads(c, acc, snapshot, quad_tiles_avx512vnni);
   if (cpu::path_allowed(level, Isa::kAvxVnni))
     return dense_conv_quads(c, acc, snapshot, quad_tiles_avxvnni);
-  check(c);
   const bool avx2 = cpu::path_allowed(level, Isa::kAvx2);
+  // After a ReLU every input is 0..127: u8 quads, 32 products per instruction (twice the
+  // channels per loaded word), exact there (conv_kernels.h PackedQuads).
+  if (avx2 && inputs_nonnegative(c)) return dense_conv_quads(c, acc, snapshot, quad_tiles_avx2, 0);
+  check(c);
   thread_local Packed packed;
   Packed& p = packed;  // the workers of parallel_for read this thread's copy
   pack(c, p);

@@ -3,7 +3,8 @@
 // which channels take part and which weight multiplies what; this file only adds products).
 //
 // Paths, chosen at run time by the project's one resolver (common/cpu.h, NPUKIT_ISA): a plain
-// scalar one (the reference), AVX2 (_mm256_madd_epi16 on int16 channel pairs), and for the
+// scalar one (the reference), AVX2 (_mm256_madd_epi16 on int16 channel pairs, or, when every
+// input of the call is 0..127, _mm256_maddubs_epi16 on u8 channel quads), and for the
 // VNNI levels the same sums with vpdpbusd on unsigned channel quads (x + 128 as u8, then
 // 128 * sum(w) subtracted per output: exact in wrapping int32 arithmetic). Tests compare every
 // path the CPU has with the scalar one and with a plain nested loop.
@@ -110,10 +111,13 @@ void tiles_avx2(const Packed& p, std::uint64_t kb, std::uint64_t pair_begin, std
                 bool accumulate, std::int32_t* y);
 
 // The VNNI levels' operands: channels in quads (each phase padded to a multiple of 4 with zero
-// channels), one 32-bit word per pixel holding the 4 channels as u8 = x + 128, weights as 4 s8
-// per word, and per output channel 128 * the sum of its weights over the first phase and over
-// all channels (wrapping), subtracted from vpdpbusd's sums.
+// channels), one 32-bit word per pixel holding the 4 channels as u8 = x + bias, weights as 4 s8
+// per word, and per output channel bias * the sum of its weights over the first phase and over
+// all channels (wrapping), subtracted from the u8 x s8 sums. bias is 128 (any int8 input), or 0
+// when every input is 0..127 (after a ReLU): then the AVX2 level's _mm256_maddubs_epi16 path is
+// exact too (a pair of products is at most 2 * 127 * 128 = 32512 in magnitude, inside int16).
 struct PackedQuads {
+  std::uint32_t bias = 128;
   std::uint64_t quads = 0, split_quads = 0, taps = 0;
   std::uint64_t wq = 0, plane_words = 0, q_count = 0, q_padded = 0, kn_padded = 0;
   std::vector<std::int64_t> tap_offset;
@@ -125,7 +129,13 @@ struct PackedQuads {
 constexpr std::uint64_t kTileK4 = 8;   // output channels per tile
 constexpr std::uint64_t kTileQ4 = 48;  // virtual outputs per tile (3 x 16 lanes)
 
-void pack_quads(const DenseConv& conv, PackedQuads& p);
+// bias: 128 or 0 (then every input must be 0..127, see inputs_nonnegative, and q_padded is a
+// multiple of 16 for the AVX2 u8 tiles instead of kTileQ4: not for the VNNI tiles).
+void pack_quads(const DenseConv& conv, PackedQuads& p, std::uint32_t bias = 128);
+
+// Whether every input value of the channels `conv` sums over is >= 0 (the data, not a promise:
+// dense_conv checks it for each call before taking the AVX2 u8 path).
+bool inputs_nonnegative(const DenseConv& conv);
 
 // y[kk * q_padded + q] (+)= sum over quads [quad_begin, quad_end) and taps of the u8 x s8
 // products (the offset sums; wrapping int32), for the kTileK4 output channels of tile kb.
@@ -138,11 +148,16 @@ void quad_tiles_avxvnni(const PackedQuads& p, std::uint64_t kb, std::uint64_t qu
                         std::uint64_t quad_end, bool accumulate, std::int32_t* y);
 void quad_tiles_avx512vnni(const PackedQuads& p, std::uint64_t kb, std::uint64_t quad_begin,
                            std::uint64_t quad_end, bool accumulate, std::int32_t* y);
+// The AVX2 level's u8 path: _mm256_maddubs_epi16 then _mm256_madd_epi16 by ones, only for
+// operands packed with bias 0 (every input 0..127), where it is exact.
+void quad_tiles_avx2(const PackedQuads& p, std::uint64_t kb, std::uint64_t quad_begin,
+                     std::uint64_t quad_end, bool accumulate, std::int32_t* y);
 
-// dense_conv on the quad operands with the given tiles (dense_conv calls it at the VNNI levels;
-// tests call it with quad_tiles_scalar).
+// dense_conv on the quad operands with the given tiles and bias (dense_conv calls it at the VNNI
+// levels, and at the AVX2 level with bias 0 when inputs_nonnegative; tests call it with
+// quad_tiles_scalar).
 void dense_conv_quads(const DenseConv& conv, std::int32_t* acc, std::int32_t* snapshot,
-                      QuadTiles tiles);
+                      QuadTiles tiles, std::uint32_t bias = 128);
 
 // connection_conv's paths.
 void connection_scalar(const PlaneSet& set, std::uint64_t plane, const std::int8_t* taps,

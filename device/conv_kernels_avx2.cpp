@@ -59,6 +59,50 @@ __attribute__((target("avx2"))) void tiles_avx2(const Packed& p, std::uint64_t k
   }
 }
 
+// The u8 path (operands of pack_quads with bias 0, every input 0..127): per (quad, tap) a word
+// is 4 channels of one pixel as u8; _mm256_maddubs_epi16 multiplies them by the broadcast 4 s8
+// weights and adds products pairwise into int16 (|pair| <= 2 * 127 * 128 = 32512: no saturation),
+// _mm256_madd_epi16 by ones adds the two pairs into the pixel's int32 lane. The 8 x 48 tile runs
+// as sub-tiles of 4 output channels x 16 outputs: 8 accumulators, 2 inputs, weight, ones.
+__attribute__((target("avx2"))) void quad_tiles_avx2(const PackedQuads& p, std::uint64_t kb,
+                                                     std::uint64_t quad_begin,
+                                                     std::uint64_t quad_end, bool accumulate,
+                                                     std::int32_t* y) {
+  const std::uint64_t taps = p.taps, qp = p.q_padded;
+  const std::int64_t* offsets = p.tap_offset.data();
+  const std::uint32_t* w_tile = p.w.data() + kb * p.quads * taps * kTileK4;
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (std::uint64_t q0 = 0; q0 < qp; q0 += 16)
+    for (std::uint64_t k0 = 0; k0 < kTileK4; k0 += 4) {
+      __m256i acc[4][2];
+      for (std::uint64_t kk = 0; kk < 4; ++kk)
+        for (std::uint64_t v = 0; v < 2; ++v)
+          acc[kk][v] = accumulate ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                        y + (k0 + kk) * qp + q0 + 8 * v))
+                                  : _mm256_setzero_si256();
+      for (std::uint64_t qd = quad_begin; qd < quad_end; ++qd) {
+        const std::uint32_t* xp = p.x.data() + qd * p.plane_words + q0;
+        const std::uint32_t* wp = w_tile + qd * taps * kTileK4 + k0;
+        for (std::uint64_t t = 0; t < taps; ++t, wp += kTileK4) {
+          const std::uint32_t* xt = xp + offsets[t];
+          const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xt));
+          const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xt + 8));
+          for (std::uint64_t kk = 0; kk < 4; ++kk) {
+            const __m256i w = _mm256_set1_epi32(static_cast<int>(wp[kk]));
+            acc[kk][0] =
+                _mm256_add_epi32(acc[kk][0], _mm256_madd_epi16(_mm256_maddubs_epi16(x0, w), ones));
+            acc[kk][1] =
+                _mm256_add_epi32(acc[kk][1], _mm256_madd_epi16(_mm256_maddubs_epi16(x1, w), ones));
+          }
+        }
+      }
+      for (std::uint64_t kk = 0; kk < 4; ++kk)
+        for (std::uint64_t v = 0; v < 2; ++v)
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + (k0 + kk) * qp + q0 + 8 * v),
+                              acc[kk][v]);
+    }
+}
+
 // One connection (depthwise): per output row, 16 outputs at a time, the taps in pairs (a, b):
 // the int16 inputs of tap a and tap b are interleaved (unpacklo/hi) so one _mm256_madd_epi16
 // with the broadcast weight pair (w_a, w_b) adds both products per output into an int32 lane
@@ -128,6 +172,11 @@ void connection_avx2(const PlaneSet&, std::uint64_t, const std::int8_t*, std::in
 }
 
 void tiles_avx2(const Packed&, std::uint64_t, std::uint64_t, std::uint64_t, bool, std::int32_t*) {
+  fail("dense_conv: AVX2 tiles on a CPU that is not x86");
+}
+
+void quad_tiles_avx2(const PackedQuads&, std::uint64_t, std::uint64_t, std::uint64_t, bool,
+                     std::int32_t*) {
   fail("dense_conv: AVX2 tiles on a CPU that is not x86");
 }
 

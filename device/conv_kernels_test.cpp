@@ -199,34 +199,97 @@ TEST(ConvKernels, EveryPathEqualsThePlainLoopOnRandomShapes) {
 }
 
 // The largest sum dense_conv accepts: 8190 channels x 16 taps of (-128)^2 is 2^31 - 524288.
+// With inputs 127 (after a ReLU: the AVX2 u8 path) the same against both weight extremes.
 TEST(ConvKernels, LargestAcceptedSumsAreExact) {
-  for (const int w : {-128, 127}) {
-    ck::DenseConv c;
-    c.plane_count = 8190;
-    c.padded_h = 4, c.padded_w = 5, c.kh = 4, c.kw = 4;
-    std::vector<std::int8_t> planes(c.plane_count * 20, -128);
-    std::vector<std::int8_t> weights(3 * c.plane_count * 16, static_cast<std::int8_t>(w));
-    for (std::uint64_t i = 0; i < c.plane_count; ++i)
-      c.channels.push_back(static_cast<std::int64_t>(i));
-    c.split = 4094;
-    c.kn = 3, c.snapshot_from = 1;
-    c.planes = planes.data();
-    c.weights = weights.data();
-    const std::int64_t product = -128 * w;
-    const auto full = static_cast<std::int32_t>(8190 * 16 * product);
-    const auto part = static_cast<std::int32_t>(4094 * 16 * product);
-    EXPECT_EQ(std::int64_t{full}, 8190 * 16 * product);
-    std::vector<Isa> paths = {Isa::kScalar, Isa::kAuto};  // kAuto: the plain quad model
-    for (Isa isa : cpu::kAllIsas)
-      if (isa != Isa::kScalar && cpu::supports(isa)) paths.push_back(isa);
-    for (const Isa isa : paths) {
-      const Result r = run(c, isa);
-      EXPECT_EQ(r.acc, std::vector<std::int32_t>(6, full))
-          << "weights " << w << " " << cpu::name(isa);
-      EXPECT_EQ(r.snapshot, std::vector<std::int32_t>(4, part))
-          << "weights " << w << " " << cpu::name(isa);
+  for (const int in : {-128, 127})
+    for (const int w : {-128, 127}) {
+      ck::DenseConv c;
+      c.plane_count = 8190;
+      c.padded_h = 4, c.padded_w = 5, c.kh = 4, c.kw = 4;
+      std::vector<std::int8_t> planes(c.plane_count * 20, static_cast<std::int8_t>(in));
+      std::vector<std::int8_t> weights(3 * c.plane_count * 16, static_cast<std::int8_t>(w));
+      for (std::uint64_t i = 0; i < c.plane_count; ++i)
+        c.channels.push_back(static_cast<std::int64_t>(i));
+      c.split = 4094;
+      c.kn = 3, c.snapshot_from = 1;
+      c.planes = planes.data();
+      c.weights = weights.data();
+      const std::int64_t product = in * w;
+      const auto full = static_cast<std::int32_t>(8190 * 16 * product);
+      const auto part = static_cast<std::int32_t>(4094 * 16 * product);
+      EXPECT_EQ(std::int64_t{full}, 8190 * 16 * product);
+      std::vector<Isa> paths = {Isa::kScalar, Isa::kAuto};  // kAuto: the plain quad model
+      for (Isa isa : cpu::kAllIsas)
+        if (isa != Isa::kScalar && cpu::supports(isa)) paths.push_back(isa);
+      for (const Isa isa : paths) {
+        const Result r = run(c, isa);
+        EXPECT_EQ(r.acc, std::vector<std::int32_t>(6, full))
+            << "inputs " << in << " weights " << w << " " << cpu::name(isa);
+        EXPECT_EQ(r.snapshot, std::vector<std::int32_t>(4, part))
+            << "inputs " << in << " weights " << w << " " << cpu::name(isa);
+      }
     }
+}
+
+// Inputs after a ReLU (0..127): the AVX2 level takes the u8 quad path (maddubs), exact there.
+// Against the plain loop, the scalar path, the quad packing without bias in the plain model, and
+// the u8 tiles called directly; values include 127 x -128 pairs (the largest int16 pair sums).
+TEST(ConvKernels, ReluInputsOnTheU8PathEqualThePlainLoop) {
+  const std::vector<Isa> levels = simd_levels();
+  std::mt19937 rng(77);
+  for (int trial = 0; trial < 300; ++trial) {
+    const auto values = static_cast<Values>(trial % 4);
+    Problem p = random_problem(rng, values);
+    for (auto& v : p.planes)  // 0..127; the extreme patterns use 127
+      v = values == Values::kUniform ? static_cast<std::int8_t>(v & 0x7F) : std::int8_t{127};
+    if (values == Values::kAllMin)
+      for (auto& w : p.weights) w = -128;
+    const ck::DenseConv& c = p.conv;
+    SCOPED_TRACE(::testing::Message()
+                 << "trial " << trial << ": " << c.plane_count << " planes " << c.padded_h << "x"
+                 << c.padded_w << ", kernel " << c.kh << "x" << c.kw << " stride " << c.stride);
+    ASSERT_TRUE(ck::detail::inputs_nonnegative(c));
+    std::vector<std::int64_t> acc, snapshot;
+    plain_conv(c, acc, snapshot);
+    const Result scalar = run(c, Isa::kScalar);
+    EXPECT_EQ(scalar.acc, narrow(acc));
+    Result quads;
+    quads.acc.assign(c.kn * c.oh() * c.ow(), 0x5A5A5A5A);
+    quads.snapshot.assign((c.kn - c.snapshot_from) * c.oh() * c.ow(), 0x5A5A5A5A);
+    std::int32_t* snap = c.snapshot_from < c.kn ? quads.snapshot.data() : nullptr;
+    ck::detail::dense_conv_quads(c, quads.acc.data(), snap, ck::detail::quad_tiles_scalar, 0);
+    EXPECT_EQ(quads.acc, scalar.acc) << "quads without bias (plain model)";
+    EXPECT_EQ(quads.snapshot, scalar.snapshot) << "quads without bias (plain model)";
+    if (cpu::supports(Isa::kAvx2)) {
+      Result u8 = quads;
+      std::fill(u8.acc.begin(), u8.acc.end(), 0x5A5A5A5A);
+      std::fill(u8.snapshot.begin(), u8.snapshot.end(), 0x5A5A5A5A);
+      snap = c.snapshot_from < c.kn ? u8.snapshot.data() : nullptr;
+      ck::detail::dense_conv_quads(c, u8.acc.data(), snap, ck::detail::quad_tiles_avx2, 0);
+      EXPECT_EQ(u8.acc, scalar.acc) << "AVX2 u8 tiles";
+      EXPECT_EQ(u8.snapshot, scalar.snapshot) << "AVX2 u8 tiles";
+    }
+    for (Isa isa : levels) {
+      const Result simd = run(c, isa);
+      EXPECT_EQ(simd.acc, scalar.acc) << cpu::name(isa);
+      EXPECT_EQ(simd.snapshot, scalar.snapshot) << cpu::name(isa);
+    }
+    if (::testing::Test::HasFailure()) break;
   }
+}
+
+TEST(ConvKernels, InputsNonnegativeLooksAtTheListedChannelsOnly) {
+  std::vector<std::int8_t> planes(3 * 4, 5);
+  ck::DenseConv c;
+  c.planes = planes.data();
+  c.plane_count = 3;
+  c.padded_h = c.padded_w = 2;
+  c.channels = {0, -1, 2, 2};
+  EXPECT_TRUE(ck::detail::inputs_nonnegative(c));
+  planes[4 + 3] = -1;  // plane 1 is not listed
+  EXPECT_TRUE(ck::detail::inputs_nonnegative(c));
+  planes[8 + 3] = -128;  // plane 2 is
+  EXPECT_FALSE(ck::detail::inputs_nonnegative(c));
 }
 
 TEST(ConvKernels, RefusesSumsThatCouldLeaveInt32AndBadChannelLists) {

@@ -1,0 +1,62 @@
+// GMAC/s of the CONV arithmetic alone (device/conv_kernels.h dense_conv: packing, tiles and
+// extraction; no DWP decode, weight mapping or tail) per ISA path, on resnet18's 3x3 layer
+// shapes. Inputs are random int8 (`signed`) or random 0..127 (`relu`: what a layer after a ReLU
+// reads, where the AVX2 level may take its u8 path). Rates are of CPU time.
+#include "common/cpu.h"
+#include "device/conv_kernels.h"
+
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace {
+
+using namespace npukit::device::conv_kernels;
+
+// Args: channels in = out, input size (square, before padding), stride, input kind (0 signed,
+// 1 relu), level (1 scalar, 2 avx2, 3 avxvnni, 4 avx512vnni).
+void BM_DenseConv(benchmark::State& state) {
+  const auto level = static_cast<npukit::Isa>(state.range(4));
+  if (!npukit::cpu::supports(level)) {
+    state.SkipWithError("this CPU lacks the level");
+    return;
+  }
+  const std::uint64_t c = static_cast<std::uint64_t>(state.range(0));
+  const std::uint64_t hw = static_cast<std::uint64_t>(state.range(1)) + 2;  // padded by 1
+  std::mt19937 rng(1);
+  std::vector<std::int8_t> planes(c * hw * hw), weights(c * c * 9);
+  const bool relu = state.range(3) != 0;
+  for (auto& v : planes) v = static_cast<std::int8_t>(relu ? rng() % 128 : rng() % 256 - 128);
+  for (auto& v : weights) v = static_cast<std::int8_t>(rng() % 256 - 128);
+  DenseConv conv;
+  conv.planes = planes.data();
+  conv.plane_count = c;
+  conv.padded_h = conv.padded_w = hw;
+  conv.kh = conv.kw = 3;
+  conv.stride = static_cast<std::uint64_t>(state.range(2));
+  for (std::uint64_t i = 0; i < c; ++i) conv.channels.push_back(static_cast<std::int64_t>(i));
+  conv.kn = c;
+  conv.weights = weights.data();
+  conv.split = c;
+  conv.snapshot_from = c;
+  std::vector<std::int32_t> acc(c * conv.oh() * conv.ow());
+  for (auto _ : state) {
+    dense_conv(conv, acc.data(), nullptr, level);
+    benchmark::DoNotOptimize(acc.data());
+  }
+  const double macs = static_cast<double>(c * c * 9 * conv.oh() * conv.ow());
+  state.counters["MAC/s"] = benchmark::Counter(macs, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(npukit::cpu::name(level)) + (relu ? " relu" : " signed"));
+}
+BENCHMARK(BM_DenseConv)
+    ->ArgNames({"c", "hw", "s", "relu", "isa"})
+    ->ArgsProduct({{64}, {56}, {1}, {0, 1}, {1, 2, 3, 4}})
+    ->ArgsProduct({{128}, {28}, {1}, {0, 1}, {2, 3, 4}})
+    ->ArgsProduct({{256}, {14}, {1}, {0, 1}, {2, 3, 4}})
+    ->ArgsProduct({{512}, {7}, {1}, {0, 1}, {2, 3, 4}})
+    ->ArgsProduct({{64}, {56}, {2}, {0, 1}, {2, 3, 4}})
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
