@@ -322,8 +322,11 @@ void dense_conv(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot, I
     return dense_conv_quads(c, acc, snapshot, quad_tiles_avxvnni);
   const bool avx2 = cpu::path_allowed(level, Isa::kAvx2);
   // After a ReLU every input is 0..127: u8 quads, 32 products per instruction (twice the
-  // channels per loaded word), exact there (conv_kernels.h PackedQuads).
-  if (avx2 && inputs_nonnegative(c)) return dense_conv_quads(c, acc, snapshot, quad_tiles_avx2, 0);
+  // channels per loaded word), exact there (conv_kernels.h PackedQuads). Only on planes of at
+  // least 14x14 outputs: below, packing the weights as quads costs more than the tiles save
+  // (conv_kernels_bench, Zen 3: 56x56 +17 %, 7x7 -10 %).
+  if (avx2 && c.oh() * c.ow() >= 196 && inputs_nonnegative(c))
+    return dense_conv_quads(c, acc, snapshot, quad_tiles_avx2, 0);
   check(c);
   thread_local Packed packed;
   Packed& p = packed;  // the workers of parallel_for read this thread's copy
