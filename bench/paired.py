@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Paired speed benchmark (issue 13): npukit against onnxruntime-node on the same model, images,
-machine and thread count, in one run, printed as ratios. A reported benchmark, not a test.
+machine and thread count, in one run, printed as ratios, and npukit's peak resident memory per
+command (getrusage ru_maxrss). A reported benchmark, not a test.
 
   bench/paired.py ZOO_ARCH_DIR [--images N] [--threads 1,2] [--npukit PATH] [--work DIR]
 
@@ -21,21 +22,30 @@ import resource
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def timed(cmd):
-    """Runs cmd; returns (wall s, CPU s of the child, stdout)."""
-    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    t1 = time.perf_counter()
-    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if p.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{p.stderr[-2000:]}")
-    return t1 - t0, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime), p.stdout
+    """Runs cmd; returns (wall s, CPU s of the child, stdout). The child's peak resident memory
+    (getrusage ru_maxrss of that one child, KiB) is kept in PEAK_KIB[cmd[1]] (max over runs)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
+        _, status, ru = os.wait4(p.pid, 0)
+        t1 = time.perf_counter()
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0), err.seek(0)
+        if p.returncode != 0:
+            sys.exit(f"failed: {' '.join(cmd)}\n{err.read()[-2000:]}")
+        key = " ".join(os.path.basename(c) for c in cmd[:2])
+        PEAK_KIB[key] = max(PEAK_KIB.get(key, 0), ru.ru_maxrss)
+        return t1 - t0, ru.ru_utime + ru.ru_stime, out.read()
+
+
+PEAK_KIB = {}
 
 
 def npy_rows(path):
@@ -146,9 +156,11 @@ def main():
     for what, t, nw, nc, rw, rc, ref in rows:
         print(f"| {what} | {t} | {nw*1e3:.1f} | {nc*1e3:.1f} | {ref} | {rw*1e3:.1f} | "
               f"{rc*1e3:.1f} | {nw/rw:.2f}x | {nc/rc:.2f}x |")
-    json.dump([dict(zip(["what", "threads", "npukit_wall_s", "npukit_cpu_s", "ref_wall_s",
-                         "ref_cpu_s", "reference"], r)) for r in rows], open(f("paired.json"), "w"),
-              indent=1)
+    print("\nnpukit peak resident memory (getrusage ru_maxrss of the process, max over runs): " +
+          ", ".join(f"{k} {v / 1024:.0f} MiB" for k, v in sorted(PEAK_KIB.items())))
+    json.dump({"rows": [dict(zip(["what", "threads", "npukit_wall_s", "npukit_cpu_s", "ref_wall_s",
+                                  "ref_cpu_s", "reference"], r)) for r in rows],
+               "npukit_peak_kib": PEAK_KIB}, open(f("paired.json"), "w"), indent=1)
 
 
 if __name__ == "__main__":

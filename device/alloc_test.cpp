@@ -1,0 +1,109 @@
+// Per-image allocation of the device model (issue 13): a second run of the same program on the
+// same Device must reuse the host memory of the first (DRAM pages, per-layer scratch) and give
+// bit-identical results to a fresh Device. Counted with a replacement of the global operator new
+// in this test binary (counting only while a test asks for it).
+#include "device/device.h"
+#include "device/test_programs.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<std::uint64_t> g_bytes{0}, g_calls{0};
+void* counted_alloc(std::size_t n) {
+  if (g_counting.load(std::memory_order_relaxed)) {
+    g_bytes += n;
+    ++g_calls;
+  }
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+}  // namespace
+
+void* operator new(std::size_t n) { return counted_alloc(n); }
+void* operator new[](std::size_t n) { return counted_alloc(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace npukit::device {
+namespace {
+using namespace testing;
+
+struct Counted {
+  std::uint64_t bytes = 0, calls = 0;
+};
+
+template <class F>
+Counted count_allocations(F&& f) {
+  g_bytes = 0, g_calls = 0;
+  g_counting = true;
+  f();
+  g_counting = false;
+  return {g_bytes.load(), g_calls.load()};
+}
+
+// A two-layer program (CONV then CONV on its output), input and weights from `seed`.
+Bytes two_layer_program(std::uint32_t seed, ConvSpec* first = nullptr) {
+  const isa::SaArch arch = isa::kArch9x8x8;
+  ConvSpec a;
+  a.ic = 5, a.kn = 9, a.ih = 12, a.iw = 11, a.quant_shift = 8;
+  fill_random(a, seed);
+  ConvSpec b;
+  b.ic = 9, b.kn = 6, b.ih = a.oh(), b.iw = a.ow(), b.quant_shift = 8, b.dispatch = true,
+  b.dispatch_id = 0x77;
+  fill_random(b, seed + 1);
+  ProgramBuilder pb{arch};
+  const Bytes input = pack_activation(arch, a.ic, a.ih * a.iw, a.x);
+  const std::uint32_t in_addr = pb.alloc(input.size());
+  const std::uint64_t dk = 32 / arch.n_sa;
+  const std::uint32_t mid = pb.alloc(up(a.kn, arch.n_sa) * up(a.oh() * a.ow(), dk));
+  const std::uint32_t out = pb.alloc(up(b.kn, arch.n_sa) * up(b.oh() * b.ow(), dk));
+  pb.add_conv(a, in_addr, mid, pb.alloc(4096));
+  pb.add_conv(b, mid, out, pb.alloc(4096));
+  pb.finish();
+  if (first) *first = a;
+  return pb.stream(in_addr, input);
+}
+
+std::unique_ptr<Device> make_device() {
+  DeviceConfig cfg;
+  cfg.dram_bytes = 8ull << 20;
+  return std::make_unique<Device>(cfg);
+}
+
+TEST(DeviceAllocation, SecondRunOfTheSameProgramAllocatesNoMore) {
+  const Bytes p1 = two_layer_program(5), p2 = two_layer_program(6);
+  auto dev = make_device();
+  const Counted first = count_allocations([&] {
+    dev->receive_dwp(p1);
+    (void)dev->take_dispatch_output();
+  });
+  const std::uint64_t dram_after_first = dev->dram().allocated_bytes();
+  Bytes out2;
+  const Counted second = count_allocations([&] {
+    dev->receive_dwp(p2);
+    out2 = dev->take_dispatch_output();
+  });
+  std::printf(
+      "device allocations: first run %llu bytes in %llu calls, second run %llu bytes in "
+      "%llu calls\n",
+      static_cast<unsigned long long>(first.bytes), static_cast<unsigned long long>(first.calls),
+      static_cast<unsigned long long>(second.bytes), static_cast<unsigned long long>(second.calls));
+  EXPECT_EQ(dev->dram().allocated_bytes(), dram_after_first);  // no new DRAM page
+  EXPECT_LT(second.bytes, first.bytes);
+  // Bit-identical to a fresh device model given the same bytes.
+  auto fresh = make_device();
+  fresh->receive_dwp(p2);
+  const Bytes want = fresh->take_dispatch_output();
+  EXPECT_EQ(out2, want);
+  EXPECT_FALSE(out2.empty());
+}
+
+}  // namespace
+}  // namespace npukit::device
