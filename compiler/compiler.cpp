@@ -46,6 +46,7 @@ const std::vector<std::string>& graph_pass_names() {
                                                  "channel_copies",
                                                  "check_shapes",
                                                  "assign_devices",
+                                                 "space_to_depth",
                                                  "partition",
                                                  "legalize_host_ops",
                                                  "lower_to_gati",
@@ -115,6 +116,7 @@ Context lower_unsplit(const ir::Graph& model, const CompileOptions& options) {
   run(ctx, "channel_copies", channel_copies);
   run(ctx, "check_shapes", check_shapes);
   run(ctx, "assign_devices", assign_devices);
+  run(ctx, "space_to_depth", space_to_depth);
   run(ctx, "partition", partition);
   run(ctx, "legalize_host_ops", legalize_host_ops);
   run(ctx, "lower_to_gati", lower_to_gati);

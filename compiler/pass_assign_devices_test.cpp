@@ -89,7 +89,7 @@ TEST(AssignDevices, DilatedConvsStayOnTheHostGroupedConvsDoNot) {
 
 TEST(AssignDevices, KernelWiderThanTheArrayRunsOnTheHostNotRefused) {
   // alexnet's first conv (11x11, stride 4): split_kernels cuts rows, never columns, so on a
-  // 9-row array the conv runs on the host and the rest of the model still compiles.
+  // 9-row array assign_devices leaves the conv on the host and the rest of the model compiles.
   GraphBuilder b;
   b.input("x", ir::DType::kInt8, {1, 3, 27, 27});
   auto c1 = b.qconv("wide", "x", 0.05f, testing::random_int8(8 * 3 * 121, 7), {8, 3, 11, 11}, 0.01f,
@@ -105,9 +105,11 @@ TEST(AssignDevices, KernelWiderThanTheArrayRunsOnTheHostNotRefused) {
             std::string::npos)
       << ctx.placement["wide"].reason;
   EXPECT_TRUE(ctx.on_device("conv"));
+  // space_to_depth (pass 5b) then runs it on the device as a 3x3 conv over 48 channels of the
+  // host's space-to-depth image (pass_space_to_depth_test.cpp).
   const CompileResult r = compile(b.g, {});
-  EXPECT_EQ(r.program.layers.size(), 1u);
-  EXPECT_FALSE(r.ctx.on_device("wide"));  // a host segment before the device one
+  EXPECT_EQ(r.program.layers.size(), 2u);
+  EXPECT_TRUE(r.ctx.on_device("wide"));
   // On 16,1,16 (16 rows) the 11x11 kernel fits the rows and is split into bands on the device.
   Context wide;
   wide.graph = b.g;

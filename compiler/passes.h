@@ -23,6 +23,8 @@
 //                            1x1 channel-copy QLinearConv (0/1 weights, requantized by exactly 1)
 //   4. check_shapes          every value a device candidate touches has a known static shape
 //   5. assign_devices        which nodes the Gati could run and which the host must, and why
+//  5b. space_to_depth        a strided conv whose kernel is wider than the array has rows (alexnet's
+//                            11x11 s4) -> a stride-1 conv over the host's space-to-depth image
 //   6. partition             the ordered host/device segments (a segment index per node), small
 //                            device islands whose transfers cost more than they buy to the host;
 //                            run again after pass 13 to give the lowered nodes their segments
@@ -63,6 +65,7 @@ void quant_params(Context& ctx);
 void channel_copies(Context& ctx);
 void check_shapes(Context& ctx);
 void assign_devices(Context& ctx);
+void space_to_depth(Context& ctx);
 void partition(Context& ctx);
 void legalize_host_ops(Context& ctx);
 void lower_to_gati(Context& ctx);
