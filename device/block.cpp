@@ -160,7 +160,12 @@ void for_each_word(std::uint64_t channels, std::uint64_t pixels, std::uint64_t c
 std::vector<std::int8_t> read_activation(const LayerContext& ctx, Field addr_field,
                                          std::uint64_t addr, const ActivationLayout& layout) {
   ctx.check_dram_range(addr_field, addr, layout.bytes());
-  const Bytes raw = ctx.dram.read(addr, layout.bytes(), ctx.field_name(addr_field));
+  // The DRAM bytes are staged in a per-thread buffer kept between layers and images (it only
+  // grows, and every byte used is overwritten by the read), and the range was checked above with
+  // the field's name, so no per-call allocation or message formatting (issue 13).
+  thread_local Bytes raw;
+  raw.resize(layout.bytes());
+  ctx.dram.read(addr, raw, "activation read");
   std::vector<std::int8_t> planar(layout.channels * layout.pixels);
   const std::uint64_t cd = layout.channel_group, dk = layout.pixels_per_word;
   const std::uint64_t pp = layout.padded_pixels();
