@@ -57,6 +57,7 @@ const std::vector<std::string>& graph_pass_names() {
                                                  "fold_channel_copies",
                                                  "transpose_tall_images",
                                                  "split_grouped_convs",
+                                                 "split_channel_scales",
                                                  "split_kernels",
                                                  "pad_kernel_iterations",
                                                  "check_limits"};
@@ -127,6 +128,7 @@ Context lower_unsplit(const ir::Graph& model, const CompileOptions& options) {
   run(ctx, "fold_channel_copies", fold_channel_copies);
   run(ctx, "transpose_tall_images", transpose_tall_images);
   run(ctx, "split_grouped_convs", split_grouped_convs);
+  run(ctx, "split_channel_scales", split_channel_scales);
   run(ctx, "partition", partition);  // the lowered nodes' segments
   return ctx;
 }

@@ -7,6 +7,13 @@
 
 namespace npukit::compiler {
 
+WeightScales parse_weight_scales(const std::string& name) {
+  if (name == "auto") return WeightScales::kAuto;
+  if (name == "per-tensor") return WeightScales::kPerTensor;
+  if (name == "per-channel") return WeightScales::kPerChannel;
+  fail("--weight-scales '{}': use auto, per-tensor or per-channel", name);
+}
+
 void Context::place(const std::string& node, Placement where, std::string reason) {
   if (!placement.count(node)) placement_order.push_back(node);
   placement[node] = {where, std::move(reason)};

@@ -16,8 +16,22 @@ namespace npukit::compiler {
 
 inline constexpr const char* kGatiDomain = "npukit.gati";
 
+// How a conv whose model gives one weight scale per output channel (torch's and onnxruntime's
+// quantizers by default) runs, when the Gati has one QuantScale per instruction
+// (split_channel_scales, docs/quantization.md "Per-channel weights"):
+//   kPerTensor   weights requantized to one scale, max |w| / 127: one instruction;
+//   kPerChannel  one instruction per output-channel group (whole N_SA groups), each with its own
+//                QuantScale and its weights at the group's largest channel scale (exact when the
+//                group's channels share a scale), writing channel views of the output;
+//   kAuto        per channel when that keeps every output within 1 LSB of the model's
+//                per-channel conv and per tensor does not (a bound from the weights'
+//                requantization error over the full int8 input range), else per tensor.
+enum class WeightScales { kAuto, kPerTensor, kPerChannel };
+WeightScales parse_weight_scales(const std::string& name);  // "auto", "per-tensor", "per-channel"
+
 struct CompileOptions {
   isa::SaArch arch = isa::SaArch::default_arch();
+  WeightScales weight_scales = WeightScales::kAuto;
   // Names of device layers (node names) or tensors whose values are dispatched back to the host
   // in addition to the device part's outputs (gaticc --dispatch l1,l2).
   std::vector<std::string> dispatch;
@@ -57,6 +71,18 @@ struct QuantInfo {
   std::int64_t zero_point = 0;
 };
 
+// The model's own weights of a conv with per-channel weight scales, recorded by
+// normalize_quantization (which requantizes them per tensor) for split_channel_scales.
+struct ChannelWeights {
+  ir::Shape shape;             // [KN, C / group, kh, kw]
+  std::vector<float> weights;  // float values (q - z) * s_k, OIHW
+  std::vector<float> scales;   // the model's scale of each output channel
+  std::vector<float> bias;     // float bias per output channel (empty: none)
+  // Filled by lower_to_gati: the conv's native input scale, per-tensor weight scale and
+  // requantization multiplier x_scale * w_scale / y_scale.
+  double x_scale = 0, tensor_scale = 0, multiplier = 0;
+};
+
 struct Context {
   CompileOptions options;
   ir::Graph graph;  // rewritten in place by the passes
@@ -65,6 +91,8 @@ struct Context {
   // Original node names in the order the passes recorded them (for --explain).
   std::vector<std::string> placement_order;
   std::vector<std::string> warnings;
+  // Convs whose model weights had per-channel scales, by conv node name (normalize_quantization).
+  std::map<std::string, ChannelWeights> channel_weights;
   // Every quantized value's scale and zero point, read after canonicalize_qdq (before lowering
   // replaces the ops that state them): what the manifest tells the runtime about boundary tensors.
   std::map<std::string, QuantInfo> quantization;

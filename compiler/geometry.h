@@ -35,8 +35,8 @@ ConvGeometry conv_geometry(const ir::Graph& g, const ir::Node& conv, const isa::
 
 // Estimated cycles of a conv with c input channels, kn kernels, `pixels` output pixels and a
 // kernel of `area` taps on `geo`'s array: the fitted per-layer, per-pass and per-writing-pass
-// constants of gati.md 14.14 plus the MACs at 77 % of the array (split_grouped_convs and
-// fold_channel_copies choose forms by it).
+// constants of gati.md 14.14 plus the MACs at 77 % of the array (split_grouped_convs,
+// fold_channel_copies and split_channel_scales choose forms by it).
 double conv_cycles_estimate(std::int64_t c, std::int64_t kn, std::int64_t pixels, std::int64_t area,
                             const ConvGeometry& geo, const isa::SaArch& arch);
 

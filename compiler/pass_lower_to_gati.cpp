@@ -203,6 +203,11 @@ void lower_to_gati(Context& ctx) {
       c.attributes["group"] = group;
       const double m = constant_float(g, n, 1) * constant_float(g, n, 4) / constant_float(g, n, 6);
       set_tail(c, choose_scale_shift(m, what));
+      if (auto it = ctx.channel_weights.find(n.name); it != ctx.channel_weights.end()) {
+        it->second.x_scale = constant_float(g, n, 1);  // for split_channel_scales
+        it->second.tensor_scale = constant_float(g, n, 4);
+        it->second.multiplier = m;
+      }
       out.push_back(std::move(c));
     } else if (op == "QGemm" || op == "QLinearMatMul") {
       ir::Node f = gati(n, "GatiFC");

@@ -395,6 +395,7 @@ class Normalizer {
              w->name);
       if (p->native()) continue;
       const std::vector<float> values = dequantize(*w, *p, n.get_int("axis", 1));
+      if (p->scales.size() > 1) record_channel_weights(n, *w, *p, values);
       float max_abs = 0;
       for (float v : values) max_abs = std::max(max_abs, std::fabs(v));
       if (!std::isfinite(max_abs))
@@ -410,6 +411,39 @@ class Normalizer {
       n.inputs = {add_constant(g_, base + "_native", DType::kInt8, w->shape, q.data()),
                   float_constant(base + "_native_scale", {scale}), int8_zero(base + "_native")};
       n.attributes.erase("axis");
+    }
+  }
+
+  // A Conv reading per-channel weights (scales along axis 0, its output channels): its float
+  // weights, the model's channel scales and its float bias, for split_channel_scales.
+  void record_channel_weights(const Node& dq, const Tensor& w, const QParams& p,
+                              const std::vector<float>& values) {
+    std::int64_t axis = dq.get_int("axis", 1);
+    if (axis < 0) axis += static_cast<std::int64_t>(w.shape.size());
+    if (axis != 0 || w.shape.size() != 4) return;
+    for (const Node* c : g_.consumers(dq.outputs.at(0))) {
+      if (c->op_type != "Conv" || !is_onnx(*c) || c->inputs.size() < 2 ||
+          c->inputs[1] != dq.outputs[0] || c->name.empty())
+        continue;
+      ChannelWeights cw;
+      cw.shape = w.shape;
+      cw.weights = values;
+      cw.scales = p.scales;
+      if (c->inputs.size() > 2 && !c->inputs[2].empty()) {
+        const std::string& b = c->inputs[2];
+        if (const Tensor* f = constant(g_, b); f && f->dtype == DType::kFloat32) {
+          cw.bias = ir::to_float_vector(*f);
+        } else if (const Node* bq = g_.producer(b);
+                   bq && bq->op_type == "DequantizeLinear" && constant(g_, bq->inputs.at(0))) {
+          const auto bp = qdq_params(g_, *bq);
+          if (!bp) continue;
+          cw.bias = dequantize(*constant(g_, bq->inputs[0]), *bp, 0);
+        } else {
+          continue;  // a bias split_channel_scales could not rescale
+        }
+        if (static_cast<std::int64_t>(cw.bias.size()) != w.shape[0]) continue;
+      }
+      ctx_.channel_weights[c->name] = std::move(cw);
     }
   }
 

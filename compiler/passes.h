@@ -37,6 +37,9 @@
 //  10. transpose_tall_images a device part with tall 3x3 convs (a v1.0.0 hang) runs sideways
 //  10b. split_grouped_convs  a block-diagonal grouped conv -> one conv per m groups reading and
 //                            writing channel views (Slice/Concat aliases, no copy), by cycles
+//  10c. split_channel_scales  a conv with per-channel weight scales in the model -> one conv per
+//                            output-channel group with its own QuantScale writing channel views,
+//                            or per-tensor weights; by error bound (--weight-scales) and cycles
 //  11. split_kernels         kernels taller than the array -> row bands accumulated via acc input
 //  12. pad_kernel_iterations 9,4,4: a conv before a conv padded to an even KernelItr (erratum)
 //  13. check_limits          field widths, stride, width; remaining errata refused
@@ -76,6 +79,7 @@ void split_grouped_convs(Context& ctx);
 // A Slice or Concat along channels that split_grouped_convs left on the device: no layer, its
 // tensors are aliases of the tensor they view (collect_device_program).
 bool is_device_view(const ir::Node& n);
+void split_channel_scales(Context& ctx);
 void split_kernels(Context& ctx);
 void pad_kernel_iterations(Context& ctx);
 void check_limits(Context& ctx);

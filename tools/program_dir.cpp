@@ -24,6 +24,7 @@ compiler::CompileOptions ProgramOptions::compile_options() const {
   if (ramsize_mb == 0) fail("--ramsize must be at least 1 MB");
   o.ramsize_mb = ramsize_mb;
   o.allow_errata = allow_errata;
+  o.weight_scales = compiler::parse_weight_scales(weight_scales);
   o.dispatch = dispatch;
   return o;
 }
@@ -37,6 +38,10 @@ void add_program_options(CLI::App& sub, ProgramOptions& o) {
                          ->capture_default_str();
   sub.add_flag("--allow-errata", o.allow_errata,
                "emit programs that hit known v1.0.0 hardware errata (simulation only)");
+  sub.add_option("--weight-scales", o.weight_scales,
+                 "convs with per-channel weight scales: auto | per-tensor | per-channel "
+                 "(docs/quantization.md)")
+      ->capture_default_str();
   sub.add_option("--dispatch", o.dispatch, "also dispatch these layers' outputs (names)")
       ->delimiter(',');
 }

@@ -19,6 +19,7 @@ struct ProgramOptions {
   std::string sa_arch = "9,8,8";
   std::uint64_t ramsize_mb = 512;
   bool allow_errata = false;
+  std::string weight_scales = "auto";  // --weight-scales (compiler::WeightScales)
   std::vector<std::string> dispatch;
   // Set by add_program_options: whether the user gave --sa-arch / --ramsize (a compiled
   // directory must then match them).
