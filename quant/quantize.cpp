@@ -272,6 +272,19 @@ Graph fold_batch_norm(const Graph& graph) {
   return g;
 }
 
+std::vector<std::uint64_t> entropy_histogram(const std::vector<std::uint64_t>& bins,
+                                             int quantized_bins) {
+  std::vector<std::uint64_t> h = bins;
+  const double values = static_cast<double>(std::accumulate(h.begin(), h.end(), std::uint64_t{0}));
+  while (h.size() % 2 == 0 && h.size() >= 2 * static_cast<std::size_t>(quantized_bins) &&
+         values < kEntropyValuesPerBin * static_cast<double>(h.size())) {
+    std::vector<std::uint64_t> merged(h.size() / 2);
+    for (std::size_t k = 0; k < merged.size(); ++k) merged[k] = h[2 * k] + h[2 * k + 1];
+    h = std::move(merged);
+  }
+  return h;
+}
+
 // ---- calibration --------------------------------------------------------------------------------
 
 namespace {
@@ -393,7 +406,8 @@ std::map<std::string, float> calibrate(const Graph& graph,
       // a Relu of a Gaussian was clipped at 1.8 sigma instead of 3.6.
       std::vector<std::uint64_t> nonzero = s.bins;
       nonzero[0] -= s.zeros;
-      t = entropy_threshold(nonzero, s.max_abs, options.quantized_bins);
+      t = entropy_threshold(entropy_histogram(nonzero, options.quantized_bins), s.max_abs,
+                            options.quantized_bins);
     }
     thresholds[name] = t;
   }

@@ -21,7 +21,7 @@ struct QuantizeArgs {
   std::string model;
   std::string calib;
   std::string output;
-  std::string method = "minmax";
+  std::string method = "percentile";
   double percentile = 99.99;
   int bins = 2048;
   std::vector<std::string> input_shapes;

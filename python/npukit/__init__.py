@@ -72,7 +72,7 @@ def _samples(calib, names):
     return [{k: np.ascontiguousarray(v[i:i + 1]) for k, v in calib.items()} for i in range(n)]
 
 
-def quantize(model, calib, method="minmax", percentile=99.99, bins=2048, output=None,
+def quantize(model, calib, method="percentile", percentile=99.99, bins=2048, output=None,
              progress=False):
     """Post-training int8 quantization (npukit quantize). Returns the QOperator model's bytes and,
     when `output` is a path, also writes them there. `method` is minmax, percentile or entropy;
