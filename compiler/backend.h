@@ -8,6 +8,7 @@
 #include "isa/gml.h"
 #include "isa/isa.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -30,6 +31,10 @@ struct DeviceTensor {
   // What the producing megablock writes: more than `bytes` for a conv padded with all-zero
   // kernels (pad_kernel_iterations), whose extra channel groups nobody reads.
   std::uint64_t footprint = 0;
+  // What its buffer holds: more than `footprint` when a depthwise conv padded with all-zero
+  // kernels reads channel groups beyond the tensor (pad_kernel_iterations); 0: the footprint.
+  std::uint64_t reserved = 0;
+  std::uint64_t buffer_bytes() const { return std::max(footprint, reserved); }
   int produced_at = -1;  // layer index; -1 for a device input (written by the host)
   int last_used_at = -1;
   bool device_input = false, device_output = false;

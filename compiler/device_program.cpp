@@ -223,8 +223,17 @@ DeviceProgram collect_device_program(const Context& ctx) {
   for (const auto& l : prog.layers) {
     const ir::Node& n = g.nodes[l.node];
     if (l.opcode != isa::Opcode::CONV) continue;
+    const ConvGeometry c = conv_geometry(g, n, prog.arch);
     DeviceTensor& out = prog.tensors.at(n.outputs[0]);
-    out.footprint = size_of(out, conv_geometry(g, n, prog.arch).kn);
+    out.footprint = size_of(out, c.kn);
+    // A padded depthwise conv reads c.ic > C channels of its input: the buffer (the root's, for a
+    // view) reserves those bytes too, so the read stays inside memory the program owns.
+    DeviceTensor& in = prog.tensors.at(n.inputs[0]);
+    if (c.depthwise && c.ic > in.c) {
+      DeviceTensor& root = in.alias_of.empty() ? in : prog.tensors.at(in.alias_of);
+      const std::uint64_t offset = in.alias_of.empty() ? 0 : in.alias_offset;
+      root.reserved = std::max(root.reserved, offset + size_of(in, c.ic));
+    }
   }
   return prog;
 }

@@ -2,8 +2,10 @@
 // GML bytes exactly as a board receives them, and compared bit for bit with the reference executor
 // running the lowered npukit.gati graph (docs/ref-ops.md; ref/ shares no code with device/).
 #include "compiler/device_run.h"
+#include "compiler/errata_passes.h"
 #include "compiler/passes.h"
 #include "compiler/test_graphs.h"
+#include "device/timing.h"
 
 #include <gtest/gtest.h>
 
@@ -280,6 +282,81 @@ TEST(EndToEnd, OddKernelIterationBeforeAConvIsPaddedOn9x4x4) {
   opt.dispatch.clear();
   opt.allow_errata = true;
   EXPECT_EQ(compile(b.g, opt).program.layers[1].instructions[0].get(isa::Field::CONV_KN), 3u);
+}
+
+TEST(EndToEnd, DepthwiseConvWithAnOddKernelIterationIsPaddedOn9x4x4) {
+  // depthwise 3x3 on 4 channels (KernelItr 1 on 9,4,4) -> conv: the depthwise conv computes 8
+  // channels (KN = IC = 8, gati.md 14.6 workaround), reading its input's next channel group
+  // too, whose bytes are whatever the buffer holds: here garbage written there before the run.
+  GraphBuilder b;
+  b.input("x", ir::DType::kInt8, {1, 4, 7, 9});
+  auto a = b.qconv("dw", "x", 0.05f, random_int8(4 * 9, 81), {4, 1, 3, 3}, 0.02f, 0.1f, bias(4, 82),
+                   {1, 1, 1, 1}, 1, 4);
+  a = b.qconv("pw", a, 0.1f, random_int8(6 * 4, 83), {6, 4, 1, 1}, 0.01f, 0.1f, bias(6, 84),
+              {0, 0, 0, 0});
+  a = b.relu("relu", a);
+  b.g.outputs = {a};
+  CompileOptions opt;
+  opt.arch = isa::kArch9x4x4;
+  opt.dispatch = {"dw"};
+  CompileResult r = compile(b.g, opt);
+  ASSERT_EQ(r.program.layers.size(), 2u);
+  const auto& dw = r.program.layers[0].instructions;
+  EXPECT_EQ(dw[0].get(isa::Field::CONV_ConvType), 1u);
+  EXPECT_EQ(dw[0].get(isa::Field::CONV_KN), 8u);
+  EXPECT_EQ(dw[0].get(isa::Field::CONV_IC), 8u);
+  EXPECT_EQ(dw[1].get(isa::Field::OutputBlock_KernelItr), 2u);
+  const DeviceTensor& x = r.program.tensors.at("x");
+  const std::uint64_t group = 4 * 64;  // 4 channels x ceil_mod(7 * 9, 8) pixels
+  EXPECT_EQ(x.bytes, group);
+  EXPECT_EQ(x.reserved, 2 * group);  // its buffer holds the padding group the conv reads
+  EXPECT_EQ(
+      dw[0].get(isa::Field::CONV_ImageEndAddress) - dw[0].get(isa::Field::CONV_ImageStartAddress),
+      2 * group);
+  // The second kernel iteration's weights (channels 4..7) are all zero.
+  const auto& w = r.program.blobs[static_cast<std::size_t>(r.program.layers[0].weights)].bytes;
+  ASSERT_EQ(w.size(), 2u * 144);
+  for (std::size_t i = 144; i < w.size(); ++i) EXPECT_EQ(w[i], 0) << i;
+  EXPECT_NE(::testing::PrintToString(r.manifest.warnings).find("'dw': computes 8 channels"),
+            std::string::npos);
+  // --explain: the rewrite, the erratum and its cost (padded minus unpadded layer on the timing
+  // model); the unpadded layer is what --allow-errata emits.
+  const auto plain = unpadded_instructions(r, 0);
+  EXPECT_EQ(plain[0].get(isa::Field::CONV_KN), 4u);
+  EXPECT_EQ(plain[0].get(isa::Field::CONV_IC), 4u);
+  EXPECT_EQ(plain[1].get(isa::Field::OutputBlock_KernelItr), 1u);
+  const auto timer = [&](const std::vector<isa::Instruction>& ins) {
+    device::timing::LayerInput in;
+    in.arch = r.program.arch;
+    in.mega = &ins[0];
+    in.output = &ins[1];
+    in.tail = &ins[2];
+    return device::timing::time_layer(in).cycles;
+  };
+  const std::uint64_t extra = timer(dw) - timer(plain);
+  EXPECT_GT(extra, 0u);
+  EXPECT_NE(explain_errata(r, {}, timer)
+                .find("'dw' avoids erratum E5 9,4,4 conv after odd KernelItr "
+                      "(pad_kernel_iterations): computes 8 channels of a depthwise conv"),
+            std::string::npos)
+      << explain_errata(r, {}, timer);
+  EXPECT_NE(explain_errata(r, {}, timer).find(std::to_string(extra) + " extra cycles"),
+            std::string::npos);
+  // Garbage in the padding group (a DWP write after the program, before the input's own).
+  Bytes garbage(group);
+  for (std::size_t i = 0; i < garbage.size(); ++i)
+    garbage[i] = static_cast<std::uint8_t>(i * 37 + 11);
+  isa::append_dwp_packet(r.gml, x.address + static_cast<std::uint32_t>(group), garbage);
+  const auto inputs = random_inputs(b.g, 85);
+  const auto dev = testing::run_on_device(r, inputs);
+  const auto ref = testing::run_on_reference(r.ctx, r.program, inputs);
+  ASSERT_EQ(ref.size(), 2u);  // the dispatched depthwise output and the result
+  for (const auto& [name, values] : ref) EXPECT_EQ(dev.at(name), values) << name;
+  // With --allow-errata the program is left as the model says: the unpadded layer above.
+  opt.allow_errata = true;
+  const CompileResult sim = compile(b.g, opt);
+  EXPECT_EQ(sim.program.layers[0].instructions[0].get(isa::Field::CONV_KN), 4u);
+  EXPECT_EQ(timer(sim.program.layers[0].instructions), timer(plain));
 }
 
 TEST(EndToEnd, FirstLayerPoolGetsAnEmptyTailBlock) {

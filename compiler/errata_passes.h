@@ -3,6 +3,8 @@
 //   9a. pools_as_convs        average / global average pools -> depthwise all-ones convs
 //   9b. lower_concat          concat -> chained 1x1 copy convs (CONCAT never completes)
 //   9c. clear_resize_padding  an identity conv after a RESIZE whose padding pixel is read
+// and, later (pass 12, passes.h), pad_kernel_iterations: on 9,4,4 a conv before a conv computes
+// all-zero kernels up to an even KernelItr (reported here too, attribute kernel_count_padded).
 // With --allow-errata they do nothing (today's lowering, for simulation).
 //
 // Each rewritten layer's placement note (ctx.placement, shown by --explain) says which node it
@@ -12,6 +14,7 @@
 #include "compiler/compiler.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,6 +27,9 @@ void clear_resize_padding(Context& ctx);
 struct ErrataRewrite {
   std::string original, pass, erratum, how;
   std::vector<std::string> layers;  // the device layers (node names) doing the work now
+  // pad_kernel_iterations: the layer itself computes more (all-zero) kernels; its cost is the
+  // difference to the unpadded layer, not the layer's whole cycles.
+  bool padded = false;
 };
 
 // Records `layer` (a node made by `pass`) as part of the rewrite of `original`.
@@ -33,9 +39,20 @@ void note_errata_rewrite(Context& ctx, const std::string& layer, const std::stri
 // The rewrites of the lowering, in the order they were made.
 std::vector<ErrataRewrite> errata_rewrites(const Context& ctx);
 
+// A layer's cycles from its instructions (MEGA, OutputBlock, [TailBlock], START), as the device
+// model's timing gives them (the compiler does not link the device model: the caller passes it).
+using LayerTimer = std::function<std::uint64_t(const std::vector<isa::Instruction>&)>;
+
+// The instructions layer `layer` of `result` would have without pad_kernel_iterations' padding
+// (KN, IC of a depthwise conv, KernelItr and the image/weight/bias ends as the real kernel count
+// gives them); the layer's own instructions when it is not padded.
+std::vector<isa::Instruction> unpadded_instructions(const CompileResult& result, std::size_t layer);
+
 // The "Errata rewrites" section of `npukit compile --explain`; `layer_cycles` (per program layer,
-// from a device model run; empty when not run) adds each rewrite's cycle cost.
+// from a device model run; empty when not run) adds each rewrite's cycle cost, `timer` the cost of
+// each kernel padding (padded minus unpadded layer).
 std::string explain_errata(const CompileResult& result,
-                           const std::vector<std::uint64_t>& layer_cycles);
+                           const std::vector<std::uint64_t>& layer_cycles,
+                           const LayerTimer& timer = {});
 
 }  // namespace npukit::compiler

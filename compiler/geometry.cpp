@@ -62,6 +62,9 @@ ConvGeometry conv_geometry(const ir::Graph& g, const ir::Node& conv, const isa::
   c.ow = conv_out(c.iw, c.pad_left, c.pad_right, c.kw, c.stride_w);
   const std::int64_t group = conv.get_int("group", 1);
   c.depthwise = group != 1 && group == c.ic && w.shape[1] == 1;
+  // A padded depthwise conv (pad_kernel_iterations) also reads as many input channels as it has
+  // kernels (the RTL's depthwise needs KN = IC): the extra ones meet all-zero weights.
+  if (c.depthwise) c.ic = std::max(c.ic, c.kn);
   c.kc = c.depthwise ? 1 : w.shape[1];
   const auto cols = static_cast<std::int64_t>(arch.cols),
              nsa = static_cast<std::int64_t>(arch.n_sa),

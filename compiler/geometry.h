@@ -12,7 +12,9 @@
 namespace npukit::compiler {
 
 struct ConvGeometry {
-  std::int64_t ic = 0, ih = 0, iw = 0;          // input (real sizes)
+  // Input (real sizes; a depthwise conv padded with all-zero kernels reads ic = kn channels, the
+  // extra ones beyond its input tensor's real channel groups).
+  std::int64_t ic = 0, ih = 0, iw = 0;
   std::int64_t kn = 0, kc = 0, kh = 0, kw = 0;  // kh: rows this (maybe split) piece runs
   // Kernels in the model's weight tensor; kn (what the array computes) is larger when
   // pad_kernel_iterations pads the layer with all-zero kernels (attribute kernel_count_padded).

@@ -4,7 +4,8 @@
 // from the layer that writes it (the host, before the start, for device inputs) to the last layer
 // that reads it; device outputs stay alive to the end so the host can read them back from DRAM
 // after the run as well as from the dispatch frames. Offsets are multiples of 32 (gati.md 6). A
-// tensor occupies its footprint, what its producer writes (see DeviceTensor).
+// tensor occupies its footprint, what its producer writes, or more when a padded depthwise conv
+// reads beyond it (DeviceTensor::buffer_bytes).
 #include "compiler/backend.h"
 
 #include <algorithm>
@@ -23,7 +24,7 @@ void allocate_buffers(const Context& ctx, DeviceProgram& prog) {
   // Earlier tensors first; among equals, inputs in graph order, then bigger first.
   std::stable_sort(order.begin(), order.end(), [](const DeviceTensor* a, const DeviceTensor* b) {
     if (a->produced_at != b->produced_at) return a->produced_at < b->produced_at;
-    return a->footprint > b->footprint;
+    return a->buffer_bytes() > b->buffer_bytes();
   });
   std::vector<Placed> placed;
   std::uint64_t arena = 0;
@@ -35,12 +36,12 @@ void allocate_buffers(const Context& ctx, DeviceProgram& prog) {
     std::sort(busy.begin(), busy.end());
     std::uint64_t offset = 0;
     for (const auto& [b, e] : busy) {
-      if (offset + t->footprint <= b) break;
+      if (offset + t->buffer_bytes() <= b) break;
       offset = std::max(offset, ceil_mod(e, 32));
     }
     t->arena_offset = offset;
-    placed.push_back({offset, t->footprint, t->produced_at, t->last_used_at});
-    arena = std::max(arena, offset + t->footprint);
+    placed.push_back({offset, t->buffer_bytes(), t->produced_at, t->last_used_at});
+    arena = std::max(arena, offset + t->buffer_bytes());
   }
   prog.arena_bytes = ceil_mod(arena, 32);
 }

@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "compiler/backend.h"
 #include "compiler/geometry.h"
+#include "isa/host_layout.h"
 
 #include <algorithm>
 #include <set>
@@ -98,6 +99,11 @@ struct Gen {
     const auto& x = tensor(n.inputs[0]);
     const auto& out = tensor(n.outputs[0]);
     const auto& w = prog.blobs[static_cast<std::size_t>(layer.weights)];
+    // A padded depthwise conv reads its padding channel groups too (c.ic > the tensor's channels).
+    const std::uint64_t image_end =
+        c.depthwise
+            ? std::max(end_of(x), x.address + isa::activation_bytes(c.ic, c.ih, c.iw, prog.arch))
+            : end_of(x);
     Instruction m(Opcode::CONV);
     m.set(Field::CONV_IW, u(c.iw))
         .set(Field::CONV_IH, u(c.ih))
@@ -113,7 +119,7 @@ struct Gen {
         .set(Field::CONV_StartRowSkip, u(std::max<std::int64_t>(0, -c.pad_top)))
         .set(Field::CONV_EndRowSkip, u(std::max<std::int64_t>(0, -c.pad_bottom)))
         .set(Field::CONV_ImageStartAddress, x.address)
-        .set(Field::CONV_ImageEndAddress, end_of(x))
+        .set(Field::CONV_ImageEndAddress, image_end)
         .set(Field::CONV_WeightStartAddress, w.address)
         .set(Field::CONV_WeightEndAddress, w.address + w.bytes.size())
         .set(Field::CONV_Im2colPrefetch, c.oh * c.ow < 1024 ? 1 : 0)

@@ -3,10 +3,13 @@
 // all-zero kernels (zero weights, zero bias) up to an even KernelItr: attribute
 // kernel_count_padded, which conv_geometry reads. Its real output channels are unchanged, the
 // extra channel groups land after them in the 6.1 layout and nobody reads them (readers take a
-// prefix of channel groups), so the lowered graph's meaning is unchanged. A depthwise conv cannot
-// be padded this way (its kernels are its input channels): check_limits refuses it. Kernel-split
-// pieces chained through their int32 sums are padded alike, since each piece reads the previous
-// piece's sums for its own kernel count. With --allow-errata (simulation only) nothing changes.
+// prefix of channel groups), so the lowered graph's meaning is unchanged. A depthwise conv's
+// kernels are its input channels (the RTL's depthwise needs KN = IC): padded, it also reads the
+// extra input channel groups (conv_geometry's ic), whatever bytes lie there, and multiplies them
+// by its all-zero padding weights; its input's buffer reserves those bytes (DeviceTensor::
+// reserved), so the read stays in memory the program owns. Kernel-split pieces chained through
+// their int32 sums are padded alike, since each piece reads the previous piece's sums for its own
+// kernel count. With --allow-errata (simulation only) nothing changes.
 //
 // (The other errata workarounds: transpose_tall_images, and the empty TailBlock a first-layer
 // POOL gets in generate_instructions.)
@@ -36,13 +39,15 @@ void pad_kernel_iterations(Context& ctx) {
   std::vector<ir::Node*> megablocks;
   for (auto& n : g.nodes)
     if (is_gati(n) && ctx.on_device(n.name)) megablocks.push_back(&n);
-  const std::int64_t even_kernels = 2 * static_cast<std::int64_t>(arch.cols);
   bool changed = false;
   for (std::size_t i = 0; i + 1 < megablocks.size(); ++i) {
     ir::Node& n = *megablocks[i];
     if (n.op_type != "GatiConv" || megablocks[i + 1]->op_type != "GatiConv") continue;
     const ConvGeometry c = conv_geometry(g, n, arch);
-    if (c.kitr % 2 == 0 || c.depthwise) continue;
+    if (c.kitr % 2 == 0) continue;
+    // Kernels per kernel iteration: COLS for a regular conv, N_SA channels for a depthwise one.
+    const std::int64_t even_kernels =
+        2 * static_cast<std::int64_t>(c.depthwise ? arch.n_sa : arch.cols);
     n.attributes["kernel_count_padded"] = (c.kn + even_kernels - 1) / even_kernels * even_kernels;
     changed = true;
   }
@@ -65,8 +70,10 @@ void pad_kernel_iterations(Context& ctx) {
       ctx.warnings.push_back(
           "layer '" + n->name + "': computes " +
           std::to_string(n->get_int("kernel_count_padded", 0)) +
-          " kernels (the extra ones all zero) so the next conv avoids the 9,4,4 odd-KernelItr "
-          "erratum");
+          (conv_geometry(g, *n, arch).depthwise
+               ? " channels (a depthwise conv: the extra input channels meet all-zero weights)"
+               : " kernels (the extra ones all zero)") +
+          " so the next conv avoids the 9,4,4 odd-KernelItr erratum");
 }
 
 }  // namespace npukit::compiler

@@ -150,9 +150,9 @@ TEST(CheckLimits, OddKernelItrOn9x4x4) {
   EXPECT_EQ(limit_error(b.g), "");
 }
 
-TEST(CheckLimits, OddKernelItrAfterADepthwiseConvCannotBePaddedAway) {
-  // A depthwise conv's kernels are its input channels: pad_kernel_iterations pads regular convs
-  // only.
+TEST(CheckLimits, OddKernelItrAfterADepthwiseConvIsPadded) {
+  // A depthwise conv's kernels are its input channels: pad_kernel_iterations pads both (the RTL's
+  // depthwise needs KN = IC), so the conv after it no longer follows an odd KernelItr.
   GraphBuilder b;
   b.input("x", ir::DType::kInt8, {1, 4, 8, 8});
   auto dw = b.qconv("dw", "x", 0.02f, std::vector<std::int8_t>(4 * 9, 1), {4, 1, 3, 3}, 0.01f,
@@ -164,14 +164,22 @@ TEST(CheckLimits, OddKernelItrAfterADepthwiseConvCannotBePaddedAway) {
   small.arch = isa::kArch9x4x4;
   Context ctx = lowered(b.g, small);
   pad_kernel_iterations(ctx);
-  EXPECT_FALSE(ctx.graph.nodes[0].has("kernel_count_padded"));
-  try {
-    check_limits(ctx);
-    ADD_FAILURE() << "expected the odd-KernelItr erratum to be refused";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("odd KernelItr (1, layer 'dw')"), std::string::npos)
-        << e.what();
-  }
+  EXPECT_EQ(ctx.graph.nodes[0].get_int("kernel_count_padded", 0), 8);
+  const ConvGeometry g = conv_geometry(ctx.graph, ctx.graph.nodes[0], small.arch);
+  EXPECT_TRUE(g.depthwise);
+  EXPECT_EQ(g.kn, 8);
+  EXPECT_EQ(g.ic, 8);  // reads the input's padding channel group too
+  EXPECT_EQ(g.kn_weights, 4);
+  EXPECT_EQ(g.kitr, 2);
+  EXPECT_NO_THROW(check_limits(ctx));
+  // With --allow-errata nothing is padded and check_limits only warns.
+  small.allow_errata = true;
+  Context sim = lowered(b.g, small);
+  pad_kernel_iterations(sim);
+  EXPECT_FALSE(sim.graph.nodes[0].has("kernel_count_padded"));
+  check_limits(sim);
+  EXPECT_NE(::testing::PrintToString(sim.warnings).find("odd KernelItr (1, layer 'dw')"),
+            std::string::npos);
 }
 
 TEST(CheckLimits, ConvPoolPoolIsRefused) {

@@ -41,7 +41,8 @@
 //                            output-channel group with its own QuantScale writing channel views,
 //                            or per-tensor weights; by error bound (--weight-scales) and cycles
 //  11. split_kernels         kernels taller than the array -> row bands accumulated via acc input
-//  12. pad_kernel_iterations 9,4,4: a conv before a conv padded to an even KernelItr (erratum)
+//  12. pad_kernel_iterations 9,4,4: a conv (depthwise too) before a conv padded to an even
+//                            KernelItr (erratum)
 //  13. check_limits          field widths, stride, width; remaining errata refused
 //  back end (npukit.gati graph -> DRAM image and instructions; compiler/backend.h)
 //  14. convert_layouts       weights/biases to DRAM blobs (gati.md 6.2, 14.1)

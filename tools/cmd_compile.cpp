@@ -6,6 +6,7 @@
 #include "compiler/compiler.h"
 #include "compiler/errata_passes.h"
 #include "device/device.h"
+#include "device/timing.h"
 #include "isa/dwp.h"
 #include "onnx/onnx_io.h"
 #include "tools/command_registry.h"
@@ -75,7 +76,16 @@ void run(const CompileArgs& a) {
   const auto result = npukit::compiler::compile(model, options);
   if (a.explain) {
     std::cout << npukit::compiler::explain(result);
-    std::cout << npukit::compiler::explain_errata(result, layer_cycles(result));
+    const auto timer = [&](const std::vector<npukit::isa::Instruction>& ins) {
+      npukit::device::timing::LayerInput in;
+      in.arch = result.program.arch;
+      in.mega = &ins.at(0);
+      in.output = &ins.at(1);
+      in.tail =
+          ins.size() > 2 && ins[2].opcode() == npukit::isa::Opcode::TailBlock ? &ins[2] : nullptr;
+      return npukit::device::timing::time_layer(in).cycles;
+    };
+    std::cout << npukit::compiler::explain_errata(result, layer_cycles(result), timer);
   }
   std::cout << npukit::compiler::mac_share_line(result.manifest) << "\n";
   for (const auto& w : result.ctx.warnings) std::cerr << "npukit compile: warning: " << w << "\n";
