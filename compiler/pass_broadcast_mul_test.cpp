@@ -13,13 +13,8 @@ namespace npukit::compiler {
 namespace {
 
 using testing::GraphBuilder;
+using testing::op_types;
 using testing::random_int8;
-
-std::vector<std::string> ops(const ir::Graph& g) {
-  std::vector<std::string> v;
-  for (const auto& n : g.nodes) v.push_back(n.op_type);
-  return v;
-}
 
 // x [1,C,H,W] and s [1,C,1,1] int8 inputs -> QLinearMul (s first when gate_first) -> y
 GraphBuilder se(std::int64_t c, std::int64_t h, std::int64_t w, bool gate_first) {
@@ -42,7 +37,7 @@ TEST(BroadcastMul, GateBroadcastByAConvAndResizes) {
   Context ctx;
   ctx.graph = se(8, 28, 28, false).g;  // 28 = 7 x 2^2
   broadcast_mul(ctx);
-  ASSERT_EQ(ops(ctx.graph),
+  ASSERT_EQ(op_types(ctx.graph),
             (std::vector<std::string>{"QLinearConv", "Resize", "Resize", "QLinearMul"}));
   const ir::Node& conv = ctx.graph.nodes[0];
   EXPECT_EQ(conv.get_ints("kernel_shape", {}), (std::vector<std::int64_t>{7, 7}));
@@ -54,7 +49,7 @@ TEST(BroadcastMul, SizesThatDoNotFactorStay) {
   Context ctx;
   ctx.graph = se(8, 12, 40, false).g;  // 12 = 3 x 4 but 40 = 10 x 4 (a kernel of 10 columns)
   broadcast_mul(ctx);
-  EXPECT_EQ(ops(ctx.graph), (std::vector<std::string>{"QLinearMul"}));
+  EXPECT_EQ(op_types(ctx.graph), (std::vector<std::string>{"QLinearMul"}));
 }
 
 TEST(BroadcastMul, OnTheDeviceExactAndAsTheReference) {
@@ -85,7 +80,7 @@ TEST(BroadcastMul, OnTheDeviceExactAndAsTheReference) {
       ctx.options = opt;
       ctx.graph = g;
       broadcast_mul(ctx);
-      EXPECT_EQ(ops(ctx.graph), (std::vector<std::string>{"QLinearMul"}));
+      EXPECT_EQ(op_types(ctx.graph), (std::vector<std::string>{"QLinearMul"}));
       continue;
     }
     const CompileResult r = compile(g, opt);

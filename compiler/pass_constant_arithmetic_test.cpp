@@ -18,15 +18,10 @@ namespace npukit::compiler {
 namespace {
 
 using testing::GraphBuilder;
+using testing::op_types;
 
 constexpr float kSx = 0.04f, kSy = 0.05f;
 const ir::Shape kShape = {1, 8, 8, 4};  // 256 values: every int8 value once
-
-std::vector<std::string> ops(const ir::Graph& g) {
-  std::vector<std::string> v;
-  for (const auto& n : g.nodes) v.push_back(n.op_type);
-  return v;
-}
 
 std::vector<std::int8_t> every_int8() {
   std::vector<std::int8_t> v(256);
@@ -81,7 +76,7 @@ TEST(ConstantArithmetic, ScalarDivisionIsADepthwiseConv) {
   Context ctx;
   ctx.graph = binary("Div", {6.f}, {}, true).g;
   constant_arithmetic(ctx);
-  ASSERT_EQ(ops(ctx.graph), (std::vector<std::string>{"QLinearConv"}));
+  ASSERT_EQ(op_types(ctx.graph), (std::vector<std::string>{"QLinearConv"}));
   const ir::Node& c = ctx.graph.nodes[0];
   EXPECT_EQ(c.name, "arith");
   EXPECT_EQ(c.inputs[0], "x");
@@ -94,7 +89,7 @@ TEST(ConstantArithmetic, DivisionOfAConstantByXStays) {
   Context ctx;
   ctx.graph = binary("Div", {6.f}, {}, false).g;
   constant_arithmetic(ctx);
-  EXPECT_EQ(ops(ctx.graph),
+  EXPECT_EQ(op_types(ctx.graph),
             (std::vector<std::string>{"DequantizeLinear", "Div", "QuantizeLinear"}));
 }
 
@@ -137,7 +132,7 @@ TEST(ConstantArithmetic, StandaloneBatchNormOnTheDevice) {
   Context ctx;
   ctx.graph = g;
   constant_arithmetic(ctx);
-  ASSERT_EQ(ops(ctx.graph), (std::vector<std::string>{"QLinearConv"}));
+  ASSERT_EQ(op_types(ctx.graph), (std::vector<std::string>{"QLinearConv"}));
   const double sx = kSx;
   expect_on_device_within_one(
       g,
@@ -160,7 +155,7 @@ TEST(ConstantArithmetic, QLinearMulByAConstant) {
   Context ctx;
   ctx.graph = b.g;
   constant_arithmetic(ctx);
-  ASSERT_EQ(ops(ctx.graph), (std::vector<std::string>{"QLinearConv"}));
+  ASSERT_EQ(op_types(ctx.graph), (std::vector<std::string>{"QLinearConv"}));
   const double sx = kSx;
   expect_on_device_within_one(
       b.g, [&](int x, int) { return x * sx * 1.0; }, 0);

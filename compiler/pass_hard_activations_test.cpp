@@ -16,12 +16,7 @@ namespace npukit::compiler {
 namespace {
 
 using testing::GraphBuilder;
-
-std::vector<std::string> ops(const ir::Graph& g) {
-  std::vector<std::string> v;
-  for (const auto& n : g.nodes) v.push_back(n.op_type);
-  return v;
-}
+using testing::op_types;
 
 // int8 x [1, 4, 8, 8] (every int8 value once) -> DQ(sx) -> op -> Q(sy) -> int8 y.
 GraphBuilder hard(const std::string& op, float sx, float sy, float alpha = 0.2f,
@@ -61,7 +56,7 @@ TEST(HardActivations, HardSigmoidIsADepthwiseConvAndClip) {
   Context ctx;
   ctx.graph = hard("HardSigmoid", 0.05f, 1.f / 127).g;
   hard_activations(ctx);
-  ASSERT_EQ(ops(ctx.graph), (std::vector<std::string>{"QLinearConv", "Clip"}));
+  ASSERT_EQ(op_types(ctx.graph), (std::vector<std::string>{"QLinearConv", "Clip"}));
   const ir::Node& c = ctx.graph.nodes[0];
   EXPECT_EQ(c.inputs[0], "x");
   EXPECT_EQ(c.get_int("group", 1), 4);
@@ -76,7 +71,7 @@ TEST(HardActivations, HardSwishIsAGateAndAnEltwiseMultiply) {
     Context ctx;
     ctx.graph = hard("HardSwish", sx, 0.04f).g;
     hard_activations(ctx);
-    ASSERT_EQ(ops(ctx.graph), (std::vector<std::string>{"QLinearConv", "Clip", "QLinearMul"}));
+    ASSERT_EQ(op_types(ctx.graph), (std::vector<std::string>{"QLinearConv", "Clip", "QLinearMul"}));
     const ir::Node& mul = ctx.graph.nodes[2];
     EXPECT_EQ(mul.inputs[0], "x");
     EXPECT_EQ(mul.inputs[3], ctx.graph.nodes[1].outputs[0]);

@@ -11,13 +11,8 @@ namespace npukit::compiler {
 namespace {
 
 using testing::GraphBuilder;
+using testing::op_types;
 using testing::random_int8;
-
-std::vector<std::string> ops(const ir::Graph& g) {
-  std::vector<std::string> v;
-  for (const auto& n : g.nodes) v.push_back(n.op_type);
-  return v;
-}
 
 // int8 x -> QLinearConv -> DQ -> ReduceMean(axes, keepdims) -> Q -> [more]
 GraphBuilder conv_mean(bool keepdims, std::vector<std::int64_t> axes) {
@@ -42,8 +37,8 @@ TEST(ReduceMeanToPool, KeepdimsBecomesGlobalAveragePool) {
   Context ctx;
   ctx.graph = conv_mean(true, {2, 3}).g;
   reduce_mean_to_pool(ctx);
-  EXPECT_EQ(ops(ctx.graph), (std::vector<std::string>{"QLinearConv", "DequantizeLinear",
-                                                      "GlobalAveragePool", "QuantizeLinear"}));
+  EXPECT_EQ(op_types(ctx.graph), (std::vector<std::string>{"QLinearConv", "DequantizeLinear",
+                                                           "GlobalAveragePool", "QuantizeLinear"}));
   EXPECT_EQ(ctx.graph.nodes[2].outputs[0], "m");
 }
 
@@ -51,7 +46,7 @@ TEST(ReduceMeanToPool, WithoutKeepdimsTheFlattenGoesBehindTheQuantizer) {
   Context ctx;
   ctx.graph = conv_mean(false, {-1, -2}).g;
   reduce_mean_to_pool(ctx);
-  ASSERT_EQ(ops(ctx.graph),
+  ASSERT_EQ(op_types(ctx.graph),
             (std::vector<std::string>{"QLinearConv", "DequantizeLinear", "GlobalAveragePool",
                                       "QuantizeLinear", "Flatten"}));
   const ir::Node& q = ctx.graph.nodes[3];

@@ -11,6 +11,7 @@ namespace npukit::compiler {
 namespace {
 
 using testing::GraphBuilder;
+using testing::op_types;
 using testing::random_int8;
 
 Context run_pass(const ir::Graph& g) {
@@ -18,12 +19,6 @@ Context run_pass(const ir::Graph& g) {
   ctx.graph = g;
   remove_noops(ctx);
   return ctx;
-}
-
-std::vector<std::string> ops(const ir::Graph& g) {
-  std::vector<std::string> v;
-  for (const auto& n : g.nodes) v.push_back(n.op_type);
-  return v;
 }
 
 TEST(RemoveNoops, IdentityCastAndZeroPadGoConsumersReadTheInput) {
@@ -43,7 +38,7 @@ TEST(RemoveNoops, IdentityCastAndZeroPadGoConsumersReadTheInput) {
   b.node("Sigmoid", "", {"d"}, {"e"}, "sig");
   b.g.outputs = {"e"};
   Context ctx = run_pass(b.g);
-  EXPECT_EQ(ops(ctx.graph), (std::vector<std::string>{"Relu", "Sigmoid"}));
+  EXPECT_EQ(op_types(ctx.graph), (std::vector<std::string>{"Relu", "Sigmoid"}));
   EXPECT_EQ(ctx.graph.nodes[1].inputs[0], "a");
   EXPECT_NE(ctx.placement["pad"].reason.find("removed"), std::string::npos);
 }

@@ -113,6 +113,13 @@ struct GraphBuilder {
   }
 };
 
+// The op types of g's nodes, in order: what a pass test compares after a rewrite.
+inline std::vector<std::string> op_types(const ir::Graph& g) {
+  std::vector<std::string> v;
+  for (const auto& n : g.nodes) v.push_back(n.op_type);
+  return v;
+}
+
 inline std::vector<std::int8_t> random_int8(std::size_t n, unsigned seed, int lo = -128,
                                             int hi = 127) {
   std::mt19937 rng(seed);
