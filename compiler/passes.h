@@ -50,6 +50,11 @@
 //  16. assign_addresses      DRAM map, 32-B aligned, --ramsize check (gati.md 6)
 //  17. generate_instructions MEGA, OutputBlock, TailBlock, START per layer (gati.md 3.2, 4, 14)
 //  18. emit_gml              instruction blob + weight/bias packets (isa::encode_gml)
+//  errata passes (compiler/errata_passes.h), run right after 9. fuse_tail; no-ops with
+//  --allow-errata:
+//   9a. pools_as_convs       average / global average pools -> depthwise all-ones convs
+//   9b. lower_concat         concat -> chained 1x1 copy convs (CONCAT never completes)
+//   9c. clear_resize_padding an identity conv after a RESIZE whose padding pixel is read
 #pragma once
 
 #include "compiler/context.h"
