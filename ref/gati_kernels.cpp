@@ -1,7 +1,10 @@
 #include "ref/gati_kernels.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <numeric>
+#include <string_view>
+#include <utility>
 
 #include "common/error.h"
 #include "ir/tensor_util.h"
@@ -403,6 +406,31 @@ std::vector<std::int64_t> pads_in(const ir::Node& node, bool allow_row_skips) {
   return pads;
 }
 
+// The enum value named by string attribute `attr`; any other name is an error listing them all.
+template <typename E>
+E choice_in(const ir::Node& node, const std::string& attr, const std::string& fallback,
+            std::initializer_list<std::pair<std::string_view, E>> names) {
+  const std::string v = node.get_string(attr, fallback);
+  std::string all;
+  for (const auto& [name, e] : names) {
+    if (name == v) return e;
+    all += (all.empty() ? "" : ", ") + std::string(name);
+  }
+  fail("node '{}' ({}): {} '{}' is not one of {}", node.name, node.op_type, attr, v, all);
+}
+
+// strides [h, w] and pads [top, left, bottom, right] into a ConvParams or PoolParams.
+template <typename P>
+void window_in(P& p, const std::vector<std::int64_t>& strides,
+               const std::vector<std::int64_t>& pads) {
+  p.stride_h = static_cast<int>(strides[0]);
+  p.stride_w = static_cast<int>(strides[1]);
+  p.pad_top = static_cast<int>(pads[0]);
+  p.pad_left = static_cast<int>(pads[1]);
+  p.pad_bottom = static_cast<int>(pads[2]);
+  p.pad_right = static_cast<int>(pads[3]);
+}
+
 }  // namespace
 
 Tail tail_params(const ir::Node& node, bool allow_global_pool) {
@@ -410,18 +438,9 @@ Tail tail_params(const ir::Node& node, bool allow_global_pool) {
   t.quant_en = int_in(node, "quant_en", 1, 0, 1) != 0;
   t.quant_scale = static_cast<std::int32_t>(int_in(node, "quant_scale", 1, -32768, 32767));
   t.quant_shift = static_cast<int>(int_in(node, "quant_shift", 0, 0, 31));
-  const std::string act = node.get_string("act", "none");
-  if (act == "none")
-    t.act = Act::kNone;
-  else if (act == "relu")
-    t.act = Act::kRelu;
-  else if (act == "clip")
-    t.act = Act::kClip;
-  else if (act == "leaky")
-    t.act = Act::kLeaky;
-  else
-    fail("node '{}' ({}): act '{}' is not one of none, relu, clip, leaky", node.name, node.op_type,
-         act);
+  t.act = choice_in<Act>(
+      node, "act", "none",
+      {{"none", Act::kNone}, {"relu", Act::kRelu}, {"clip", Act::kClip}, {"leaky", Act::kLeaky}});
   t.act_param = static_cast<int>(int_in(node, "act_param", 0, 0, 255));
   t.neg_alpha = static_cast<int>(int_in(node, "neg_alpha", 0, 0, 1023));
   t.pos_alpha = static_cast<int>(int_in(node, "pos_alpha", 256, 0, 1023));
@@ -438,14 +457,7 @@ Tail tail_params(const ir::Node& node, bool allow_global_pool) {
 
 ConvParams conv_params(const ir::Node& node) {
   ConvParams p;
-  auto strides = ints_in(node, "strides", {1, 1}, 2, 1, 15);
-  auto pads = pads_in(node, /*allow_row_skips=*/true);
-  p.stride_h = static_cast<int>(strides[0]);
-  p.stride_w = static_cast<int>(strides[1]);
-  p.pad_top = static_cast<int>(pads[0]);
-  p.pad_left = static_cast<int>(pads[1]);
-  p.pad_bottom = static_cast<int>(pads[2]);
-  p.pad_right = static_cast<int>(pads[3]);
+  window_in(p, ints_in(node, "strides", {1, 1}, 2, 1, 15), pads_in(node, /*allow_row_skips=*/true));
   p.group = static_cast<int>(int_in(node, "group", 1, 1, 4095));
   if (node.has("dilations")) {
     for (auto d : node.get_ints("dilations", {}))
@@ -458,50 +470,30 @@ ConvParams conv_params(const ir::Node& node) {
 
 PoolParams pool_params(const ir::Node& node) {
   PoolParams p;
-  const std::string mode = node.get_string("mode", "");
-  if (mode == "max")
-    p.mode = PoolMode::kMax;
-  else if (mode == "average")
-    p.mode = PoolMode::kAverage;
-  else if (mode == "global_average")
-    p.mode = PoolMode::kGlobalAverage;
-  else
-    fail("node '{}' (GatiPool): mode '{}' is not one of max, average, global_average", node.name,
-         mode);
+  p.mode = choice_in<PoolMode>(node, "mode", "",
+                               {{"max", PoolMode::kMax},
+                                {"average", PoolMode::kAverage},
+                                {"global_average", PoolMode::kGlobalAverage}});
   p.scale = int_in(node, "pool_scale", 0, 0, 65535);
   p.shift = static_cast<int>(int_in(node, "pool_shift", 0, 0, 31));
   if (p.mode == PoolMode::kGlobalAverage) return p;
   auto kernel = ints_in(node, "kernel_shape", {}, 2, 1, 15);
-  auto strides = ints_in(node, "strides", kernel, 2, 1, 15);
-  auto pads = pads_in(node, /*allow_row_skips=*/false);
   p.kernel_h = static_cast<int>(kernel[0]);
   p.kernel_w = static_cast<int>(kernel[1]);
-  p.stride_h = static_cast<int>(strides[0]);
-  p.stride_w = static_cast<int>(strides[1]);
-  p.pad_top = static_cast<int>(pads[0]);
-  p.pad_left = static_cast<int>(pads[1]);
-  p.pad_bottom = static_cast<int>(pads[2]);
-  p.pad_right = static_cast<int>(pads[3]);
+  window_in(p, ints_in(node, "strides", kernel, 2, 1, 15),
+            pads_in(node, /*allow_row_skips=*/false));
   p.ceil_mode = int_in(node, "ceil_mode", 0, 0, 1) != 0;
   return p;
 }
 
 EltwiseParams eltwise_params(const ir::Node& node) {
   EltwiseParams p;
-  const std::string op = node.get_string("op", "");
-  if (op == "add")
-    p.op = EltOp::kAdd;
-  else if (op == "sub")
-    p.op = EltOp::kSub;
-  else if (op == "mult")
-    p.op = EltOp::kMult;
-  else if (op == "sigmoid")
-    p.op = EltOp::kSigmoid;
-  else if (op == "tanh")
-    p.op = EltOp::kTanh;
-  else
-    fail("node '{}' (GatiEltwise): op '{}' is not one of add, sub, mult, sigmoid, tanh", node.name,
-         op);
+  p.op = choice_in<EltOp>(node, "op", "",
+                          {{"add", EltOp::kAdd},
+                           {"sub", EltOp::kSub},
+                           {"mult", EltOp::kMult},
+                           {"sigmoid", EltOp::kSigmoid},
+                           {"tanh", EltOp::kTanh}});
   p.a_scale = static_cast<std::int32_t>(int_in(node, "a_scale", 0, -131072, 131071));
   p.b_scale = static_cast<std::int32_t>(int_in(node, "b_scale", 0, -131072, 131071));
   p.a_zero_point = static_cast<int>(int_in(node, "a_zero_point", 0, -128, 127));
