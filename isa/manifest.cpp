@@ -8,9 +8,9 @@
 
 #include <fstream>
 #include <limits>
+#include <sstream>
 #include <type_traits>
 #include <utility>
-#include <sstream>
 
 namespace npukit::isa {
 
@@ -100,14 +100,19 @@ struct Reader {
     t.layer = opt<std::string>(j, "layer", "", path);
     return t;
   }
-  std::vector<ManifestTensor> tensors(const json& j, const char* key,
-                                      const std::string& path) const {
-    std::vector<ManifestTensor> out;
+  // The list under `key`, each entry read by read(entry, "PATHKEY[i].").
+  template <typename F>
+  auto list(const json& j, const char* key, const std::string& path, F read) const {
     const auto arr = get<json>(j, key, path);
     if (!arr.is_array()) fail("{}: manifest key '{}{}' is not a list", what, path, key);
+    std::vector<decltype(read(arr, path))> out;
     for (std::size_t i = 0; i < arr.size(); ++i)
-      out.push_back(tensor(arr[i], path + key + "[" + std::to_string(i) + "]."));
+      out.push_back(read(arr[i], path + key + "[" + std::to_string(i) + "]."));
     return out;
+  }
+  std::vector<ManifestTensor> tensors(const json& j, const char* key,
+                                      const std::string& path) const {
+    return list(j, key, path, [this](const json& t, const std::string& p) { return tensor(t, p); });
   }
   std::optional<ManifestSubgraph> subgraph(const json& j, const char* key) const {
     if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
@@ -215,19 +220,16 @@ Manifest manifest_from_json(const std::string& text, const std::string& what) {
   m.gml_bytes = r.opt<std::uint64_t>(j, "gml_bytes", 0, "");
   m.inputs = r.tensors(j, "inputs", "");
   m.outputs = r.tensors(j, "outputs", "");
-  const auto layers = r.get<json>(j, "layers", "");
-  if (!layers.is_array()) fail("{}: manifest key 'layers' is not a list", what);
-  for (std::size_t i = 0; i < layers.size(); ++i) {
-    const std::string path = "layers[" + std::to_string(i) + "].";
+  m.layers = r.list(j, "layers", "", [&r](const json& jl, const std::string& path) {
     ManifestLayer l;
-    l.name = r.get<std::string>(layers[i], "name", path);
-    l.opcode = r.get<std::string>(layers[i], "opcode", path);
-    l.inputs = r.get<std::vector<std::string>>(layers[i], "inputs", path);
-    l.outputs = r.get<std::vector<std::string>>(layers[i], "outputs", path);
-    l.first_instruction = r.get<int>(layers[i], "first_instruction", path);
-    l.instruction_count = r.get<int>(layers[i], "instruction_count", path);
-    m.layers.push_back(l);
-  }
+    l.name = r.get<std::string>(jl, "name", path);
+    l.opcode = r.get<std::string>(jl, "opcode", path);
+    l.inputs = r.get<std::vector<std::string>>(jl, "inputs", path);
+    l.outputs = r.get<std::vector<std::string>>(jl, "outputs", path);
+    l.first_instruction = r.get<int>(jl, "first_instruction", path);
+    l.instruction_count = r.get<int>(jl, "instruction_count", path);
+    return l;
+  });
   m.instruction_count = r.get<std::uint64_t>(j, "instruction_count", "");
   m.dram_bytes = r.get<std::uint64_t>(j, "dram_bytes", "");
   m.warnings = r.opt<std::vector<std::string>>(j, "warnings", {}, "");
@@ -254,9 +256,7 @@ Manifest manifest_from_json(const std::string& text, const std::string& what) {
     const auto segments = r.get<json>(j, "segments", "");
     if (!segments.is_array() || segments.empty())
       fail("{}: manifest key 'segments' is not a non-empty list", what);
-    for (std::size_t i = 0; i < segments.size(); ++i) {
-      const std::string path = "segments[" + std::to_string(i) + "].";
-      const json& js = segments[i];
+    m.segments = r.list(j, "segments", "", [&](const json& js, const std::string& path) {
       ManifestSegment s;
       const auto kind = r.get<std::string>(js, "kind", path);
       if (kind == "host") {
@@ -287,8 +287,8 @@ Manifest manifest_from_json(const std::string& text, const std::string& what) {
       s.compute_cycles = r.opt<std::uint64_t>(js, "compute_cycles", 0, path);
       s.transfer_cycles = r.opt<std::uint64_t>(js, "transfer_cycles", 0, path);
       s.why = r.opt<std::string>(js, "why", "", path);
-      m.segments.push_back(s);
-    }
+      return s;
+    });
     if (j.contains("macs") && j.at("macs").is_object()) {
       m.model_macs = r.opt<std::uint64_t>(j.at("macs"), "model", 0, "macs.");
       m.device_macs = r.opt<std::uint64_t>(j.at("macs"), "device", 0, "macs.");
