@@ -2,6 +2,7 @@
 
 #include "common/error.h"
 #include "common/scratch_dir.h"
+#include "onnx/test_models.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -14,58 +15,10 @@ namespace npukit::onnxio {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::ModelBuilder;
+using testing::window_model;
 
 const std::string kFixtures = std::string(NPUKIT_SOURCE_DIR) + "/fixtures";
-
-// A minimal model builder on the raw protobuf API, so tests can hand-craft broken models.
-struct ModelBuilder {
-  ::onnx::ModelProto m;
-  ModelBuilder(int opset = 13) {
-    m.set_ir_version(7);
-    auto* op = m.add_opset_import();
-    op->set_domain("");
-    op->set_version(opset);
-    m.mutable_graph()->set_name("t");
-  }
-  ::onnx::GraphProto& g() { return *m.mutable_graph(); }
-  void value(::google::protobuf::RepeatedPtrField<::onnx::ValueInfoProto>* list,
-             const std::string& name, int type, std::vector<std::int64_t> shape) {
-    auto* v = list->Add();
-    v->set_name(name);
-    auto* tt = v->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(type);
-    auto* s = tt->mutable_shape();
-    for (auto d : shape) s->add_dim()->set_dim_value(d);
-  }
-  void input(const std::string& n, std::vector<std::int64_t> s, int type = 1) {
-    value(g().mutable_input(), n, type, s);
-  }
-  void output(const std::string& n, std::vector<std::int64_t> s, int type = 1) {
-    value(g().mutable_output(), n, type, s);
-  }
-  ::onnx::NodeProto& node(const std::string& op, std::vector<std::string> in,
-                          std::vector<std::string> out, const std::string& domain = "") {
-    auto* n = g().add_node();
-    n->set_op_type(op);
-    n->set_domain(domain);
-    for (auto& i : in) n->add_input(i);
-    for (auto& o : out) n->add_output(o);
-    return *n;
-  }
-  ::onnx::TensorProto& floats(const std::string& name, std::vector<std::int64_t> dims,
-                              std::vector<float> values) {
-    auto* t = g().add_initializer();
-    t->set_name(name);
-    t->set_data_type(::onnx::TensorProto::FLOAT);
-    for (auto d : dims) t->add_dims(d);
-    for (auto v : values) t->add_float_data(v);
-    return *t;
-  }
-  Bytes bytes() const {
-    std::string s = m.SerializeAsString();
-    return Bytes(s.begin(), s.end());
-  }
-};
 
 bool same_attribute(const ir::Attribute& a, const ir::Attribute& b) {
   if (a.index() != b.index()) return false;
@@ -414,34 +367,6 @@ TEST(OnnxImportErrors, SubgraphsAreRejectedNamingTheNode) {
 
 // Attribute values that crashed libonnx's shape inference (SIGFPE on a zero stride) or the
 // compiler (a pool stride list with one entry) are rejected first, naming the attribute.
-ModelBuilder conv_model(const std::string& attr, std::vector<std::int64_t> values,
-                        const std::string& op = "Conv", std::vector<std::int64_t> out = {}) {
-  ModelBuilder b;
-  b.input("x", {1, 1, 4, 4});
-  std::vector<float> w(9, 1.0f);
-  auto& n = op == "Conv" ? b.node("Conv", {"x", "w"}, {"y"}) : b.node(op, {"x"}, {"y"});
-  n.set_name("c0");
-  if (op == "Conv") b.floats("w", {1, 1, 3, 3}, w);
-  if (op != "Conv") {
-    auto* k = n.add_attribute();
-    k->set_name("kernel_shape");
-    k->set_type(::onnx::AttributeProto::INTS);
-    k->add_ints(2);
-    k->add_ints(2);
-  }
-  auto* a = n.add_attribute();
-  a->set_name(attr);
-  if (attr == "group") {
-    a->set_type(::onnx::AttributeProto::INT);
-    a->set_i(values.at(0));
-  } else {
-    a->set_type(::onnx::AttributeProto::INTS);
-    for (auto v : values) a->add_ints(v);
-  }
-  b.output("y", out);
-  return b;
-}
-
 TEST(OnnxImportErrors, WindowAttributesAreValidatedBeforeShapeInference) {
   struct Case {
     std::string op, attr;
@@ -465,13 +390,13 @@ TEST(OnnxImportErrors, WindowAttributesAreValidatedBeforeShapeInference) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.op + " " + c.attr);
-    const std::string msg = load_error(conv_model(c.attr, c.values, c.op));
+    const std::string msg = load_error(window_model(c.attr, c.values, c.op));
     EXPECT_THAT(msg, HasSubstr("model.onnx"));
     EXPECT_THAT(msg, HasSubstr("'c0'"));
     EXPECT_THAT(msg, HasSubstr(c.expect));
   }
-  EXPECT_EQ(load_error(conv_model("strides", {2, 2}, "Conv", {1, 1, 1, 1})), "(no error)");
-  EXPECT_EQ(load_error(conv_model("strides", {2, 2}, "MaxPool", {1, 1, 2, 2})), "(no error)");
+  EXPECT_EQ(load_error(window_model("strides", {2, 2}, "Conv", {1, 1, 1, 1})), "(no error)");
+  EXPECT_EQ(load_error(window_model("strides", {2, 2}, "MaxPool", {1, 1, 2, 2})), "(no error)");
 }
 
 TEST(OnnxImportErrors, AGraphWithoutOutputsIsRejected) {

@@ -3,10 +3,10 @@
 // failing command leaves no partial output. Each case runs the real binary.
 #include "common/npy.h"
 #include "isa/manifest.h"
+#include "onnx/test_models.h"
 #include "tools/cli_test_support.h"
 
 #include <gtest/gtest.h>
-#include <onnx/onnx_pb.h>
 
 #include <cstring>
 #include <filesystem>
@@ -35,48 +35,15 @@ void expect_clean_error(const std::string& args, const std::string& expect) {
     EXPECT_EQ(r.out.find(raw), std::string::npos) << r.out;
 }
 
-// A float Conv model (x [1,1,4,4], w [1,1,3,3]) with one attribute set by the test.
+// A float Conv model (onnx/test_models.h) with one attribute set by the test ("none": no
+// attribute), written to DIR; without `outputs` the graph has none.
 std::string conv_model(const fs::path& dir, const std::string& attr,
                        std::vector<std::int64_t> values, bool outputs = true) {
-  ::onnx::ModelProto m;
-  m.set_ir_version(7);
-  m.add_opset_import()->set_version(13);
-  auto* g = m.mutable_graph();
-  g->set_name("conv");
-  auto value = [](::onnx::ValueInfoProto* v, const std::string& name,
-                  std::vector<std::int64_t> shape) {
-    v->set_name(name);
-    auto* t = v->mutable_type()->mutable_tensor_type();
-    t->set_elem_type(::onnx::TensorProto::FLOAT);
-    auto* s = t->mutable_shape();
-    for (auto d : shape) s->add_dim()->set_dim_value(d);
-  };
-  value(g->add_input(), "x", {1, 1, 4, 4});
-  auto* w = g->add_initializer();
-  w->set_name("w");
-  w->set_data_type(::onnx::TensorProto::FLOAT);
-  for (auto d : {1, 1, 3, 3}) w->add_dims(d);
-  for (int i = 0; i < 9; ++i) w->add_float_data(0.1f * static_cast<float>(i));
-  auto* n = g->add_node();
-  n->set_op_type("Conv");
-  n->set_name("conv0");
-  n->add_input("x");
-  n->add_input("w");
-  n->add_output("y");
-  if (attr != "none") {
-    auto* a = n->add_attribute();
-    a->set_name(attr);
-    if (attr == "group") {
-      a->set_type(::onnx::AttributeProto::INT);
-      a->set_i(values.at(0));
-    } else {
-      a->set_type(::onnx::AttributeProto::INTS);
-      for (auto v : values) a->add_ints(v);
-    }
-  }
-  if (outputs) value(g->add_output(), "y", {1, 1, 2, 2});
+  auto b = npukit::onnxio::testing::window_model(attr == "none" ? "" : attr, std::move(values),
+                                                 "Conv", {1, 1, 2, 2});
+  if (!outputs) b.g().clear_output();
   const fs::path path = dir / ("conv_" + attr + ".onnx");
-  std::ofstream(path, std::ios::binary) << m.SerializeAsString();
+  std::ofstream(path, std::ios::binary) << b.m.SerializeAsString();
   return path.string();
 }
 
