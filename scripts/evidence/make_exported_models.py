@@ -26,6 +26,8 @@ import torch
 import torchvision
 from torch import nn
 
+from make_zoo import reestimate_batchnorm
+
 torch.manual_seed(18)
 
 
@@ -96,18 +98,6 @@ class Lraspp(nn.Module):
         return self.m(x)["out"]
 
 
-def estimate_bn(model, images):
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            m.reset_running_stats()
-            m.momentum = None
-    model.train()
-    with torch.no_grad():
-        for i in range(0, len(images), 8):
-            model(images[i:i + 8])
-    model.eval()
-
-
 def images(n, h, w, rng):
     x = rng.uniform(0, 1, (n, 3, h // 8, w // 8)).astype(np.float32)
     x = torch.nn.functional.interpolate(torch.from_numpy(x), size=(h, w), mode="bilinear",
@@ -132,7 +122,7 @@ def export(name, out, rng):
     ctor, opset, h, w, axes, outputs = MODELS[name]
     model = ctor()
     data = images(64, h, w, rng)
-    estimate_bn(model, torch.from_numpy(data[:48]))
+    reestimate_batchnorm(model, data[:48])
     path = os.path.join(out, name + ".onnx")
     dyn = {"x": axes}
     torch.onnx.export(model, torch.from_numpy(data[:1]), path, opset_version=opset,

@@ -18,6 +18,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from make_zoo import reestimate_batchnorm
+
 torch.manual_seed(18)
 
 
@@ -99,18 +101,6 @@ class Detector(nn.Module):
         return torch.sigmoid(self.head(self.s3(self.s2(self.s1(x)))))
 
 
-def estimate_bn(model, images):
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            m.reset_running_stats()
-            m.momentum = None
-    model.train()
-    with torch.no_grad():
-        for i in range(0, len(images), 8):
-            model(images[i:i + 8])
-    model.eval()
-
-
 def images(n, h, w, rng):
     # Smooth random images with text-like horizontal strokes, in [0, 1].
     x = rng.uniform(0, 1, (n, 3, h // 4, w // 4)).astype(np.float32)
@@ -126,7 +116,7 @@ def images(n, h, w, rng):
 
 def export(model, name, opset, h, w, out, rng):
     data = images(96, h, w, rng)
-    estimate_bn(model, torch.from_numpy(data))
+    reestimate_batchnorm(model, data)
     path = os.path.join(out, name + ".onnx")
     torch.onnx.export(model, torch.from_numpy(data[:1]), path, opset_version=opset,
                       input_names=["x"], output_names=["y"],
