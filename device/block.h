@@ -1,7 +1,8 @@
 // How a megablock runs inside the device model, and the pieces every block shares:
 //   * LayerContext: what the sequencer hands a megablock for one layer (its instruction, the
 //     OutputBlock and TailBlock of the same group, DRAM, the array, diagnostics);
-//   * BlockTiming: the one timing interface every block reports through (81 MHz, 32 B/beat);
+//   * BlockTiming: what a block reports (bytes moved, its own cycle estimate); a Device reports the
+//     cycles of the timing model (device/timing.h) instead;
 //   * ActivationLayout: the activation addressing of gati.md 6.1 (one source of truth);
 //   * TailPipeline: accumulant add -> bias -> quantizer (+EltWise fp_cast) -> activation ->
 //     global average pool (gati.md 7.2, DECISIONS.md 4);
@@ -26,6 +27,7 @@
 #include "common/cpu.h"
 #include "common/error.h"
 #include "device/dram.h"
+#include "device/timing.h"
 #include "isa/arch.h"
 #include "isa/isa.h"
 
@@ -88,13 +90,12 @@ class Diagnostics {
 // Timing. One cycle = one 81 MHz core clock; DRAM moves 32 bytes per beat.
 
 inline constexpr std::uint64_t kDramBeatBytes = 32;
-// Fixed costs of a first, honest model (see docs/device.md, "Timing"):
-inline constexpr std::uint64_t kDramReadLatencyCycles = 12;  // the 14.12 measurement setup
-inline constexpr std::uint64_t kLayerStartCycles = 64;       // START broadcast, config, acks
-inline constexpr std::uint64_t kInstructionCycles = 32;      // bus master: 32 x 8-bit transfers
-// Per conv fold (kernel iteration x channel iteration) handshake, calibrated so the one measured
-// layer (gati.md 14.12: 3x3 conv 32->32 on 28x28) comes out at ~63.5k (9,4,4) / ~16.2k (9,8,8).
-inline constexpr std::uint64_t kConvFoldOverheadCycles = 60;
+// A block's own cycle estimate (BlockTiming, checked by the block tests) uses these. The cycles a
+// Device reports come from the timing model alone (device/timing.h, constants fitted to the RTL in
+// timing_table.inc): Device::run_program replaces every BlockTiming field with it.
+inline constexpr auto kDramReadLatencyCycles = static_cast<std::uint64_t>(timing::kReadLatency);
+inline constexpr std::uint64_t kLayerStartCycles = 64;        // START broadcast, config, acks
+inline constexpr std::uint64_t kConvFoldOverheadCycles = 60;  // per conv fold handshake
 
 inline std::uint64_t dram_beats(std::uint64_t bytes) { return ceil_div(bytes, kDramBeatBytes); }
 
