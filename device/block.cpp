@@ -159,6 +159,13 @@ void for_each_word(std::uint64_t channels, std::uint64_t pixels, std::uint64_t c
 
 std::vector<std::int8_t> read_activation(const LayerContext& ctx, Field addr_field,
                                          std::uint64_t addr, const ActivationLayout& layout) {
+  std::vector<std::int8_t> planar;
+  read_activation(ctx, addr_field, addr, layout, planar);
+  return planar;
+}
+
+void read_activation(const LayerContext& ctx, Field addr_field, std::uint64_t addr,
+                     const ActivationLayout& layout, std::vector<std::int8_t>& planar) {
   ctx.check_dram_range(addr_field, addr, layout.bytes());
   // The DRAM bytes are staged in a per-thread buffer kept between layers and images (it only
   // grows, and every byte used is overwritten by the read), and the range was checked above with
@@ -166,7 +173,7 @@ std::vector<std::int8_t> read_activation(const LayerContext& ctx, Field addr_fie
   thread_local Bytes raw;
   raw.resize(layout.bytes());
   ctx.dram.read(addr, raw, "activation read");
-  std::vector<std::int8_t> planar(layout.channels * layout.pixels);
+  planar.resize(layout.channels * layout.pixels);
   const std::uint64_t cd = layout.channel_group, dk = layout.pixels_per_word;
   const std::uint64_t pp = layout.padded_pixels();
   // Pixel p is byte p % dk of word p / dk: dk consecutive pixels per word.
@@ -176,7 +183,26 @@ std::vector<std::int8_t> read_activation(const LayerContext& ctx, Field addr_fie
                   for (std::uint64_t i = 0; i < n; ++i)
                     dst[i] = static_cast<std::int8_t>(raw[word + i]);
                 });
-  return planar;
+}
+
+void add_activation_int32(const LayerContext& ctx, Field addr_field, std::uint64_t addr,
+                          const ActivationLayout& layout, std::span<std::int32_t> planar) {
+  ctx.check_dram_range(addr_field, addr, layout.bytes() * 4);
+  if (planar.size() != layout.channels * layout.pixels)
+    fail("{}: {} accumulants for a {}-channel {}-pixel tensor", ctx.where(), planar.size(),
+         layout.channels, layout.pixels);
+  thread_local Bytes raw;  // staged like read_activation's bytes
+  raw.resize(layout.bytes() * 4);
+  ctx.dram.read(addr, raw, "accumulant read");  // range checked above
+  // Walked in layout order (pixels of a word, then words 32 elements apart): both sides stream.
+  for_each_word(layout.channels, layout.pixels, layout.channel_group, layout.pixels_per_word,
+                layout.padded_pixels(),
+                [&](std::uint64_t c, std::uint64_t p0, std::uint64_t word, auto n) {
+                  std::int32_t* dst = planar.data() + c * layout.pixels + p0;
+                  for (std::uint64_t i = 0; i < n; ++i)
+                    dst[i] = static_cast<std::int32_t>(static_cast<std::uint32_t>(dst[i]) +
+                                                       load_be32(&raw[(word + i) * 4]));
+                });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -317,6 +343,13 @@ void TailPipeline::run_channel(std::uint64_t channel, std::span<const std::int32
                   cfg_.quant_scale, cfg_.quant_shift, act, cfg_.act_param);
     return;
   }
+  if (!cfg_.gbl_pool_en && !cfg_.quant_en && !cfg_.act_en) {
+    // int32 pass-through (kernel-split partial sums, OpWidth 4): apply() is the bias add alone.
+    const std::uint32_t bias = cfg_.bias_en ? static_cast<std::uint32_t>(bias_[channel]) : 0;
+    for (std::size_t p = 0; p < acc.size(); ++p)
+      out[p] = static_cast<std::int32_t>(static_cast<std::uint32_t>(acc[p]) + bias);
+    return;
+  }
   if (!cfg_.gbl_pool_en) {
     for (std::size_t p = 0; p < acc.size(); ++p) out[p] = apply(acc[p], channel);
     return;
@@ -393,9 +426,15 @@ std::uint64_t write_activation_output(LayerContext& ctx, const ActivationLayout&
   const std::uint64_t width = static_cast<std::uint64_t>(out.op_width);
   const std::uint64_t total = layout.bytes() * width;
   ctx.check_dram_range(Field::OutputBlock_OutputAddr, out.output_addr, total);
-  Bytes bytes(total, 0);
+  // Staged in a per-thread buffer kept between layers and images; cleared only when the layout
+  // has padding bytes (every other byte is written below).
+  thread_local Bytes bytes;
   const std::uint64_t cd = layout.channel_group, dk = layout.pixels_per_word;
   const std::uint64_t pp = layout.padded_pixels();
+  if (layout.padded_channels() != layout.channels || pp != layout.pixels)
+    bytes.assign(total, 0);
+  else
+    bytes.resize(total);
   // Pixel p is element p % dk of word p / dk: dk consecutive pixels per word.
   if (width == 1)
     for_each_word(layout.channels, layout.pixels, cd, dk, pp,
@@ -411,7 +450,7 @@ std::uint64_t write_activation_output(LayerContext& ctx, const ActivationLayout&
                     for (std::uint64_t i = 0; i < n; ++i)
                       store_be32(&bytes[(word + i) * 4], static_cast<std::uint32_t>(src[i]));
                   });
-  ctx.dram.write(out.output_addr, bytes, ctx.field_name(Field::OutputBlock_OutputAddr));
+  ctx.dram.write(out.output_addr, bytes, "output write");  // range checked above
   return total;
 }
 

@@ -188,6 +188,15 @@ struct ActivationLayout {
 // Reads an int8 activation tensor (layout.bytes() bytes at addr) into planar [C][P] values.
 std::vector<std::int8_t> read_activation(const LayerContext& ctx, isa::Field addr_field,
                                          std::uint64_t addr, const ActivationLayout& layout);
+// The same into `planar` (resized to C * P, every element overwritten): blocks pass a buffer
+// kept between layers and images so a run allocates nothing once the buffers have grown.
+void read_activation(const LayerContext& ctx, isa::Field addr_field, std::uint64_t addr,
+                     const ActivationLayout& layout, std::vector<std::int8_t>& planar);
+
+// Adds the big-endian int32 tensor in the 6.1 layout at addr (OpWidth 4: 4 * layout.bytes()
+// bytes) to planar [C][P] values with the accumulant adder's 32-bit wrap (AccumulantReadFirst).
+void add_activation_int32(const LayerContext& ctx, isa::Field addr_field, std::uint64_t addr,
+                          const ActivationLayout& layout, std::span<std::int32_t> planar);
 
 // ---------------------------------------------------------------------------------------------
 // Tail pipeline (TailBlock), per output value of channel k:

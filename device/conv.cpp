@@ -40,6 +40,9 @@ struct AccTag;
 struct PartialTag;
 struct SnapshotTag;
 struct ResultTag;
+struct ImageTag;
+struct RawTag;
+struct OwnTag;
 template <typename T, typename Tag>
 std::vector<T>& reused() {
   return conv_kernels::thread_buffer<T, Tag>();
@@ -280,6 +283,9 @@ struct MappedWeights {
   std::vector<std::int64_t> group;
   std::vector<std::vector<Connection>> connections;
   bool ignored_rows = false;
+  // The dense weights packed for the kernels' tiles, filled by the first dense_conv (the channel
+  // lists are a function of `group`, so every run of the same mapping packs the same words).
+  mutable conv_kernels::WeightPacks packs;
 };
 
 void map_connections(const LayerContext& ctx, const ConvGeometry& g, const Mapping& map,
@@ -375,7 +381,9 @@ void conv_dense(const ConvGeometry& g, const Mapping& map, const MappedWeights& 
   // Summation order: the groups before the last (the snapshot), then the last, each padded with
   // a zero channel to an even length for the kernel's channel pairs.
   const std::int64_t last_group = static_cast<std::int64_t>(map.citr) - 1;
-  conv_kernels::DenseConv dc;
+  thread_local conv_kernels::DenseConv reused_dc;  // keeps its channel list's storage
+  conv_kernels::DenseConv& dc = reused_dc;
+  dc.channels.clear();
   for (int phase = 0; phase < 2; ++phase) {
     for (std::uint64_t c = 0; c < plane_count; ++c) {
       const std::int64_t grp = weights.group[c];
@@ -391,6 +399,7 @@ void conv_dense(const ConvGeometry& g, const Mapping& map, const MappedWeights& 
   dc.kh = g.kh, dc.kw = g.kw, dc.stride = g.stride;
   dc.kn = g.kn;
   dc.weights = weights.w.data();
+  dc.packs = &weights.packs;
   dc.snapshot_from = partial ? last_kern_first : g.kn;
   const std::uint64_t pixels = g.oh * g.ow;
   std::vector<std::int32_t>& snapshot = reused<std::int32_t, SnapshotTag>();
@@ -493,22 +502,29 @@ BlockTiming run_conv(LayerContext& ctx) {
   ctx.check_dram_range(Field::CONV_WeightStartAddress, weight_start, blob_bytes);
   Bytes& blob = reused<std::uint8_t, BlobTag>();
   blob.resize(blob_bytes);
-  ctx.dram.read(weight_start, blob, ctx.field_name(Field::CONV_WeightStartAddress));
-  const std::vector<std::int8_t> image =
-      read_activation(ctx, Field::CONV_ImageStartAddress, image_start, in_layout);
+  ctx.dram.read(weight_start, blob, "weight read");  // range checked above
+  std::vector<std::int8_t>& image = reused<std::int8_t, ImageTag>();
+  read_activation(ctx, Field::CONV_ImageStartAddress, image_start, in_layout, image);
   const TailPipeline tail(ctx, g.kn);
 
-  // Padded planes, one per input channel, with the row skips applied.
+  // Padded planes, one per input channel, with the row skips applied. Every byte is written
+  // (image rows, or zeros for padding), so the reused buffer needs no clearing first.
   const std::uint64_t plane_size = g.padded_h * g.padded_w;
   std::vector<std::int8_t>& planes = reused<std::int8_t, PlaneTag>();
-  planes.assign(in_channels_padded * plane_size, 0);
+  planes.resize(in_channels_padded * plane_size);
   for (std::uint64_t c = 0; c < in_channels_padded; ++c) {
     for (std::uint64_t y = 0; y < g.padded_h; ++y) {
+      std::int8_t* row = planes.data() + c * plane_size + y * g.padded_w;
       const std::int64_t src_y =
           static_cast<std::int64_t>(y + g.skip_top) - static_cast<std::int64_t>(g.pad_top);
-      if (src_y < 0 || src_y >= static_cast<std::int64_t>(g.ih)) continue;
+      if (src_y < 0 || src_y >= static_cast<std::int64_t>(g.ih)) {
+        std::fill_n(row, g.padded_w, std::int8_t{0});
+        continue;
+      }
+      std::fill_n(row, g.pad_left, std::int8_t{0});
       std::copy_n(image.data() + c * g.ih * g.iw + static_cast<std::uint64_t>(src_y) * g.iw, g.iw,
-                  planes.data() + c * plane_size + y * g.padded_w + g.pad_left);
+                  row + g.pad_left);
+      std::fill_n(row + g.pad_left + g.iw, g.pad_right, std::int8_t{0});
     }
   }
 
@@ -521,24 +537,21 @@ BlockTiming run_conv(LayerContext& ctx) {
   if (weights.ignored_rows) warn_ignored_rows(ctx, g);
   const std::vector<std::vector<Connection>>& connections = weights.connections;
 
+  // dense_conv writes every sum; the depthwise loop adds into acc.
   std::vector<std::int32_t>& acc = reused<std::int32_t, AccTag>();
-  acc.assign(g.kn * out_pixels, 0);
+  if (dense)
+    acc.resize(g.kn * out_pixels);
+  else
+    acc.assign(g.kn * out_pixels, 0);
   std::uint64_t read_bytes = blob_bytes + in_layout.bytes() * map.kitr;
   std::uint64_t write_bytes = 0;
   // Initial accumulants (kernel split: AccumulantReadFirst), int32 in the OpWidth-4 layout,
-  // added after the conv sums with the accumulant adder's 32-bit wrap.
-  std::vector<std::int32_t> initial;
+  // added after the conv sums with the accumulant adder's 32-bit wrap (below; nothing writes
+  // DRAM in between).
+  const ActivationLayout acc_layout = ActivationLayout::for_arch(arch, g.kn, out_pixels);
   if (out.accumulant_read_first) {
-    initial.resize(acc.size());
-    const ActivationLayout acc_layout = ActivationLayout::for_arch(arch, g.kn, out_pixels);
     ctx.check_dram_range(Field::OutputBlock_AccumulantAddr, out.accumulant_addr,
                          acc_layout.bytes() * 4);
-    const Bytes raw = ctx.dram.read(out.accumulant_addr, acc_layout.bytes() * 4,
-                                    ctx.field_name(Field::OutputBlock_AccumulantAddr));
-    for (std::uint64_t k = 0; k < g.kn; ++k)
-      for (std::uint64_t p = 0; p < out_pixels; ++p)
-        initial[k * out_pixels + p] =
-            static_cast<std::int32_t>(load_be32(&raw[acc_layout.offset(k, p) * 4]));
     read_bytes += acc_layout.bytes() * 4;
   }
 
@@ -562,7 +575,7 @@ BlockTiming run_conv(LayerContext& ctx) {
   // Output channels are independent (own acc row, own partial lane j): one per index.
   parallel_for(connections.size(), [&](std::uint64_t k) {
     const std::vector<Connection>& list = connections[k];
-    thread_local std::vector<std::int32_t> own;
+    std::vector<std::int32_t>& own = reused<std::int32_t, OwnTag>();
     std::int32_t* a = acc.data() + k * out_pixels;
     const bool snapshot = dram_partials && k >= last_kern_first;
     for (const Connection& conn : list) {
@@ -583,9 +596,9 @@ BlockTiming run_conv(LayerContext& ctx) {
       }
     }
   });
-  for (std::size_t i = 0; i < initial.size(); ++i)
-    acc[i] = static_cast<std::int32_t>(static_cast<std::uint32_t>(acc[i]) +
-                                       static_cast<std::uint32_t>(initial[i]));
+  if (out.accumulant_read_first)
+    add_activation_int32(ctx, Field::OutputBlock_AccumulantAddr, out.accumulant_addr, acc_layout,
+                         acc);
   // Useful MACs: every (output channel, tap, pixel) of the conv the instruction describes.
   macs = g.kn *
          (map.mode == ConvMode::kDepthwise || map.mode == ConvMode::kDepthwise16 ? 1 : g.ic) *
@@ -594,11 +607,12 @@ BlockTiming run_conv(LayerContext& ctx) {
   if (dram_partials) {
     const std::uint64_t region = std::uint64_t{out.image_dim_acc} * lanes * 4;
     ctx.check_dram_range(Field::OutputBlock_AccumulantAddr, out.accumulant_addr, region);
-    Bytes bytes(region, 0);
+    Bytes& bytes = reused<std::uint8_t, RawTag>();
+    bytes.assign(region, 0);
     for (std::uint64_t p = 0; p < out_pixels; ++p)
       for (std::uint64_t j = 0; j < lanes; ++j)
         store_be32(&bytes[(p * lanes + j) * 4], static_cast<std::uint32_t>(partial[p * lanes + j]));
-    ctx.dram.write(out.accumulant_addr, bytes, ctx.field_name(Field::OutputBlock_AccumulantAddr));
+    ctx.dram.write(out.accumulant_addr, bytes, "partial-sum write");  // range checked above
     // Each channel iteration but the last writes the region; each but the first reads it back.
     const std::uint64_t trips = map.kitr * (map.citr > 0 ? map.citr - 1 : 0);
     write_bytes += region * std::max<std::uint64_t>(trips, 1);

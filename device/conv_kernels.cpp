@@ -101,7 +101,13 @@ void pack(const DenseConv& c, Packed& p) {
                    [&](std::uint64_t at) { return pair_word(lo ? lo[at] : 0, hi ? hi[at] : 0); });
   }
   p.kn_padded = (c.kn + kTileK - 1) / kTileK * kTileK;
-  p.w.assign(p.kn_padded * p.pairs * p.taps, 0);
+  PackedWeights* kept = c.packs ? &c.packs->pairs : nullptr;
+  std::vector<std::uint32_t>& w = kept ? kept->w : p.w;
+  p.w_data = w.data();
+  if (kept && kept->ready) return;
+  w.assign(p.kn_padded * p.pairs * p.taps, 0);
+  p.w_data = w.data();
+  if (kept) kept->ready = true;
   for (std::uint64_t k = 0; k < c.kn; ++k) {
     const std::uint64_t kb = k / kTileK, kk = k % kTileK;
     const std::int8_t* wk = c.weights + k * c.plane_count * p.taps;
@@ -111,7 +117,7 @@ void pack(const DenseConv& c, Packed& p) {
       const std::int8_t* lo = c_lo < 0 ? nullptr : wk + static_cast<std::uint64_t>(c_lo) * p.taps;
       const std::int8_t* hi = c_hi < 0 ? nullptr : wk + static_cast<std::uint64_t>(c_hi) * p.taps;
       for (std::uint64_t t = 0; t < p.taps; ++t)
-        p.w[((kb * p.pairs + pr) * p.taps + t) * kTileK + kk] =
+        w[((kb * p.pairs + pr) * p.taps + t) * kTileK + kk] =
             pair_word(lo ? lo[t] : 0, hi ? hi[t] : 0);
     }
   }
@@ -120,7 +126,7 @@ void pack(const DenseConv& c, Packed& p) {
 void tiles_scalar(const Packed& p, std::uint64_t kb, std::uint64_t pair_begin,
                   std::uint64_t pair_end, bool accumulate, std::int32_t* y) {
   if (!accumulate) std::fill(y, y + kTileK * p.q_padded, 0);
-  const std::uint32_t* w = p.w.data() + kb * p.pairs * p.taps * kTileK;
+  const std::uint32_t* w = p.w_data + kb * p.pairs * p.taps * kTileK;
   for (std::uint64_t pr = pair_begin; pr < pair_end; ++pr)
     for (std::uint64_t t = 0; t < p.taps; ++t) {
       const std::uint32_t* x =
@@ -188,9 +194,20 @@ void pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias) {
     });
   }
   p.kn_padded = (c.kn + kTileK4 - 1) / kTileK4 * kTileK4;
-  p.w.assign(p.kn_padded * p.quads * p.taps, 0);
-  p.offset_first.assign(c.kn, 0);
-  p.offset_all.assign(c.kn, 0);
+  PackedWeights* kept = c.packs ? (bias ? &c.packs->quads128 : &c.packs->quads0) : nullptr;
+  std::vector<std::uint32_t>& w = kept ? kept->w : p.w;
+  std::vector<std::uint32_t>& offset_first = kept ? kept->offset_first : p.offset_first;
+  std::vector<std::uint32_t>& offset_all = kept ? kept->offset_all : p.offset_all;
+  if (!kept || !kept->ready) {
+    w.assign(p.kn_padded * p.quads * p.taps, 0);
+    offset_first.assign(c.kn, 0);
+    offset_all.assign(c.kn, 0);
+  }
+  p.w_data = w.data();
+  p.offset_first_data = offset_first.data();
+  p.offset_all_data = offset_all.data();
+  if (kept && kept->ready) return;
+  if (kept) kept->ready = true;
   for (std::uint64_t k = 0; k < c.kn; ++k) {
     const std::uint64_t kb = k / kTileK4, kk = k % kTileK4;
     const std::int8_t* wk = c.weights + k * c.plane_count * p.taps;
@@ -206,17 +223,17 @@ void pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias) {
           sum_all += static_cast<std::uint32_t>(std::int32_t{v});
           if (qd < p.split_quads) sum_first += static_cast<std::uint32_t>(std::int32_t{v});
         }
-        p.w[((kb * p.quads + qd) * p.taps + t) * kTileK4 + kk] = word;
+        w[((kb * p.quads + qd) * p.taps + t) * kTileK4 + kk] = word;
       }
-    p.offset_first[k] = bias * sum_first;
-    p.offset_all[k] = bias * sum_all;
+    offset_first[k] = bias * sum_first;
+    offset_all[k] = bias * sum_all;
   }
 }
 
 void quad_tiles_scalar(const PackedQuads& p, std::uint64_t kb, std::uint64_t quad_begin,
                        std::uint64_t quad_end, bool accumulate, std::int32_t* y) {
   if (!accumulate) std::fill(y, y + kTileK4 * p.q_padded, 0);
-  const std::uint32_t* w = p.w.data() + kb * p.quads * p.taps * kTileK4;
+  const std::uint32_t* w = p.w_data + kb * p.quads * p.taps * kTileK4;
   for (std::uint64_t qd = quad_begin; qd < quad_end; ++qd)
     for (std::uint64_t t = 0; t < p.taps; ++t) {
       const std::uint32_t* x =
@@ -306,8 +323,8 @@ void dense_conv_quads(const DenseConv& c, std::int32_t* acc, std::int32_t* snaps
   thread_local PackedQuads packed;
   PackedQuads& p = packed;  // the workers of parallel_for read this thread's copy
   pack_quads(c, p, bias);
-  drive(c, kTileK4, p.kn_padded, p.q_padded, p.wq, p.split_quads, p.quads, p.offset_first.data(),
-        p.offset_all.data(), acc, snapshot,
+  drive(c, kTileK4, p.kn_padded, p.q_padded, p.wq, p.split_quads, p.quads, p.offset_first_data,
+        p.offset_all_data, acc, snapshot,
         [&](std::uint64_t kb, std::uint64_t begin, std::uint64_t end, bool accumulate,
             std::int32_t* y) { tiles(p, kb, begin, end, accumulate, y); });
 }

@@ -17,6 +17,19 @@
 
 namespace npukit::device::conv_kernels {
 
+// Weight operands packed for the tiles (detail::Packed / PackedQuads below), one slot per packing.
+// A caller that runs the same weights again (conv.cpp keeps one with each mapped weight blob, so
+// a network evaluated image after image) passes it in DenseConv::packs and the weights are packed
+// once instead of once per call. Valid only while the weights, channels, split, kn and kernel
+// size stay those of the call that filled it.
+struct PackedWeights {
+  bool ready = false;
+  std::vector<std::uint32_t> w, offset_first, offset_all;
+};
+struct WeightPacks {
+  PackedWeights pairs, quads128, quads0;
+};
+
 struct DenseConv {
   // The padded, row-skipped input planes: plane c at planes + c * padded_h * padded_w.
   const std::int8_t* planes = nullptr;
@@ -35,6 +48,9 @@ struct DenseConv {
   // even; split = channels.size() with snapshot_from = kn when no snapshot is wanted.
   std::uint64_t split = 0;
   std::uint64_t snapshot_from = 0;
+  // Optional: where packed weights are kept between calls (see PackedWeights); null packs them
+  // into the per-thread operands on every call.
+  WeightPacks* packs = nullptr;
 
   std::uint64_t oh() const { return (padded_h - kh) / stride + 1; }
   std::uint64_t ow() const { return (padded_w - kw) / stride + 1; }
@@ -87,14 +103,15 @@ namespace detail {
 // >= OH are computed on whatever lies there and thrown away.
 struct Packed {
   std::uint64_t pairs = 0, taps = 0;
-  std::uint64_t wq = 0;                  // words per phase row
-  std::uint64_t plane_words = 0;         // words per channel pair
-  std::uint64_t q_count = 0;             // virtual outputs oh * wq
-  std::uint64_t q_padded = 0;            // q_count rounded up to whole tiles
-  std::uint64_t kn_padded = 0;           // output channels rounded up to whole tiles
-  std::vector<std::int64_t> tap_offset;  // per tap, in words
-  std::vector<std::uint32_t> x;          // pairs * plane_words + q_padded words
-  std::vector<std::uint32_t> w;          // [kn_padded / kTileK][pairs][taps][kTileK] weight pairs
+  std::uint64_t wq = 0;                   // words per phase row
+  std::uint64_t plane_words = 0;          // words per channel pair
+  std::uint64_t q_count = 0;              // virtual outputs oh * wq
+  std::uint64_t q_padded = 0;             // q_count rounded up to whole tiles
+  std::uint64_t kn_padded = 0;            // output channels rounded up to whole tiles
+  std::vector<std::int64_t> tap_offset;   // per tap, in words
+  std::vector<std::uint32_t> x;           // pairs * plane_words + q_padded words
+  std::vector<std::uint32_t> w;           // [kn_padded / kTileK][pairs][taps][kTileK] weight pairs
+  const std::uint32_t* w_data = nullptr;  // w.data(), or the DenseConv::packs copy
 };
 
 constexpr std::uint64_t kTileK = 4;   // output channels per tile
@@ -124,6 +141,8 @@ struct PackedQuads {
   std::vector<std::uint32_t> x;  // quads * plane_words + q_padded words
   std::vector<std::uint32_t> w;  // [kn_padded / kTileK4][quads][taps][kTileK4]
   std::vector<std::uint32_t> offset_first, offset_all;  // per output channel
+  // w, offset_first and offset_all's data, or those of the DenseConv::packs copy.
+  const std::uint32_t *w_data = nullptr, *offset_first_data = nullptr, *offset_all_data = nullptr;
 };
 
 constexpr std::uint64_t kTileK4 = 8;   // output channels per tile

@@ -26,7 +26,7 @@ __attribute__((target("avx2"))) void tiles_avx2(const Packed& p, std::uint64_t k
                                                 bool accumulate, std::int32_t* y) {
   const std::uint64_t taps = p.taps, qp = p.q_padded;
   const std::int64_t* offsets = p.tap_offset.data();
-  const std::uint32_t* w_tile = p.w.data() + kb * p.pairs * taps * kTileK;
+  const std::uint32_t* w_tile = p.w_data + kb * p.pairs * taps * kTileK;
   const std::uint32_t* x_base = p.x.data();
   for (std::uint64_t q0 = 0; q0 < qp; q0 += kTileQ) {
     __m256i acc[kTileK][3];
@@ -70,7 +70,7 @@ __attribute__((target("avx2"))) void quad_tiles_avx2(const PackedQuads& p, std::
                                                      std::int32_t* y) {
   const std::uint64_t taps = p.taps, qp = p.q_padded;
   const std::int64_t* offsets = p.tap_offset.data();
-  const std::uint32_t* w_tile = p.w.data() + kb * p.quads * taps * kTileK4;
+  const std::uint32_t* w_tile = p.w_data + kb * p.quads * taps * kTileK4;
   const __m256i ones = _mm256_set1_epi16(1);
   for (std::uint64_t q0 = 0; q0 < qp; q0 += 16)
     for (std::uint64_t k0 = 0; k0 < kTileK4; k0 += 4) {

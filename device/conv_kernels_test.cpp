@@ -278,6 +278,47 @@ TEST(ConvKernels, ReluInputsOnTheU8PathEqualThePlainLoop) {
   }
 }
 
+// Weights packed once and kept (DenseConv::packs, as conv.cpp keeps them per mapped blob): the
+// later calls on new inputs (signed, then 0..127 for the AVX2 u8 path, then signed again) give
+// the plain loop's sums on every path, each path with its own kept packs.
+TEST(ConvKernels, KeptWeightPacksGiveThePlainSumsOnNewInputs) {
+  std::vector<Isa> paths = {Isa::kScalar, Isa::kAuto};  // kAuto: the plain quad model
+  for (Isa isa : simd_levels()) paths.push_back(isa);
+  std::mt19937 rng(4242);
+  std::uniform_int_distribution<int> byte(-128, 127);
+  for (int trial = 0; trial < 60; ++trial) {
+    Problem p = random_problem(rng, static_cast<Values>(trial % 4));
+    ck::DenseConv c = p.conv;
+    // Planes of at least 14x14 outputs too, so the AVX2 level's u8 path is taken.
+    if (trial % 2) {
+      c.stride = 1;
+      c.padded_h = c.kh + 15, c.padded_w = c.kw + 15;
+      p.planes.resize(c.plane_count * c.padded_h * c.padded_w);
+      c.planes = p.planes.data();
+    }
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << ": " << c.padded_h << "x"
+                                      << c.padded_w << " kernel " << c.kh << "x" << c.kw);
+    for (const Isa isa : paths) {
+      ck::WeightPacks packs;
+      c.packs = &packs;
+      for (int image = 0; image < 3; ++image) {
+        for (auto& v : p.planes) {
+          v = static_cast<std::int8_t>(byte(rng));
+          if (image == 1) v = static_cast<std::int8_t>(v & 0x7F);
+        }
+        std::vector<std::int64_t> acc, snapshot;
+        plain_conv(c, acc, snapshot);
+        const Result r = run(c, isa);
+        EXPECT_EQ(r.acc, narrow(acc)) << cpu::name(isa) << " image " << image;
+        if (c.snapshot_from < c.kn) {
+          EXPECT_EQ(r.snapshot, narrow(snapshot)) << cpu::name(isa) << " image " << image;
+        }
+      }
+    }
+    if (::testing::Test::HasFailure()) break;
+  }
+}
+
 TEST(ConvKernels, InputsNonnegativeLooksAtTheListedChannelsOnly) {
   std::vector<std::int8_t> planes(3 * 4, 5);
   ck::DenseConv c;

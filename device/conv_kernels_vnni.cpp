@@ -26,7 +26,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void quad_tiles_
     bool accumulate, std::int32_t* y) {
   const std::uint64_t taps = p.taps, qp = p.q_padded;
   const std::int64_t* offsets = p.tap_offset.data();
-  const std::uint32_t* w_tile = p.w.data() + kb * p.quads * taps * kTileK4;
+  const std::uint32_t* w_tile = p.w_data + kb * p.quads * taps * kTileK4;
   for (std::uint64_t q0 = 0; q0 < qp; q0 += kTileQ4) {
     __m512i acc[kTileK4][3];
     for (std::uint64_t kk = 0; kk < kTileK4; ++kk)
@@ -64,7 +64,7 @@ __attribute__((target("avx2,avxvnni"))) void quad_tiles_avxvnni(const PackedQuad
                                                                 bool accumulate, std::int32_t* y) {
   const std::uint64_t taps = p.taps, qp = p.q_padded;
   const std::int64_t* offsets = p.tap_offset.data();
-  const std::uint32_t* w_tile = p.w.data() + kb * p.quads * taps * kTileK4;
+  const std::uint32_t* w_tile = p.w_data + kb * p.quads * taps * kTileK4;
   for (std::uint64_t q0 = 0; q0 < qp; q0 += 24)
     for (std::uint64_t k0 = 0; k0 < kTileK4; k0 += 4) {
       __m256i acc[4][3];
