@@ -127,4 +127,28 @@ inline bool has_split_kernels(const DeviceProgram& prog, const Context& ctx) {
   return false;
 }
 
+// The reference for a compiled device part: the lowered graph, or the lowering before
+// split_kernels when kernels were split (the reference has no row-band pieces).
+inline std::map<std::string, std::vector<std::int8_t>> run_lowered_on_reference(
+    const ir::Graph& model, const CompileOptions& options, const CompileResult& r,
+    const std::map<std::string, ir::Tensor>& inputs) {
+  return has_split_kernels(r.program, r.ctx)
+             ? run_unsplit_on_reference(model, options, r.program, inputs)
+             : run_on_reference(r.ctx, r.program, inputs);
+}
+
+// The device part's inputs for one model sample: the host prefix (input quantization, host
+// rewrites) run on the reference executor, plus the sample's own tensors.
+inline std::map<std::string, ir::Tensor> device_inputs(const CompileResult& r,
+                                                       const ref::TensorMap& sample) {
+  std::map<std::string, ir::Tensor> dev_in;
+  if (r.host_first()) {
+    ref::TensorMap in;
+    for (const auto& name : r.host_first()->inputs) in[name] = sample.at(name);
+    for (auto& [k, v] : ref::run_graph(*r.host_first(), in)) dev_in[k] = v;
+  }
+  for (const auto& [k, v] : sample) dev_in.emplace(k, v);
+  return dev_in;
+}
+
 }  // namespace npukit::compiler::testing

@@ -61,17 +61,9 @@ Outcome check(const ir::Graph& int8_model, const std::vector<ref::TensorMap>& sa
   }
   for (const auto& sample : samples) {
     // The host prefix (input quantization) gives the device inputs.
-    std::map<std::string, ir::Tensor> dev_in;
-    if (r.host_first()) {
-      ref::TensorMap in;
-      for (const auto& name : r.host_first()->inputs) in[name] = sample.at(name);
-      for (auto& [k, v] : ref::run_graph(*r.host_first(), in)) dev_in[k] = v;
-    }
-    for (const auto& [k, v] : sample) dev_in.emplace(k, v);
+    const auto dev_in = testing::device_inputs(r, sample);
     const auto dev = testing::run_on_device(r, dev_in);
-    const auto ref = testing::has_split_kernels(r.program, r.ctx)
-                         ? testing::run_unsplit_on_reference(int8_model, opt, r.program, dev_in)
-                         : testing::run_on_reference(r.ctx, r.program, dev_in);
+    const auto ref = testing::run_lowered_on_reference(int8_model, opt, r, dev_in);
     for (const auto& [name, values] : ref) {
       const auto& d = dev.at(name);
       o.values += values.size();

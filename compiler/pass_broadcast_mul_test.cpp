@@ -90,9 +90,7 @@ TEST(BroadcastMul, OnTheDeviceExactAndAsTheReference) {
     ref::TensorMap rin(in.begin(), in.end());
     const auto want = ref::run_graph(g, rin).at("y");
     const auto dev = testing::run_on_device(r, in);
-    const auto ref = testing::has_split_kernels(r.program, r.ctx)
-                         ? testing::run_unsplit_on_reference(g, opt, r.program, in)
-                         : testing::run_on_reference(r.ctx, r.program, in);
+    const auto ref = testing::run_lowered_on_reference(g, opt, r, in);
     ASSERT_EQ(dev.at("y"), ref.at("y")) << cs.h << "x" << cs.w << " " << cs.arch.str();
     const auto* w = want.as<std::int8_t>();
     std::size_t equal = 0;

@@ -214,9 +214,7 @@ TEST(DecomposeConvTranspose, FixtureNetConvsRunOnTheDevice) {
     ref::run_graph(r.ctx.graph, {{"x", x}}, capture);
     ASSERT_EQ(dev_in.size(), r.program.inputs.size()) << arch.str();
     const auto dev = testing::run_on_device(r, dev_in);
-    const auto ref = testing::has_split_kernels(r.program, r.ctx)
-                         ? testing::run_unsplit_on_reference(q, opt, r.program, dev_in)
-                         : testing::run_on_reference(r.ctx, r.program, dev_in);
+    const auto ref = testing::run_lowered_on_reference(q, opt, r, dev_in);
     for (const auto& [name, values] : ref)
       EXPECT_EQ(dev.at(name), values) << name << " " << arch.str();
   }

@@ -128,13 +128,9 @@ TEST(SpaceToDepth, TheAlexNetLikeFixtureRunsWhollyOnTheDeviceBitExact) {
     EXPECT_EQ(r.manifest.device_segment_count(), 1u);
     EXPECT_EQ(r.manifest.device_macs, r.manifest.model_macs);
     for (const auto& sample : fixture_inputs(q)) {
-      std::map<std::string, ir::Tensor> dev_in;
-      ASSERT_TRUE(r.host_first());
-      for (auto& [k, v] : ref::run_graph(*r.host_first(), sample)) dev_in[k] = v;
+      const auto dev_in = testing::device_inputs(r, sample);
       const auto dev = testing::run_on_device(r, dev_in);
-      const auto ref = testing::has_split_kernels(r.program, r.ctx)
-                           ? testing::run_unsplit_on_reference(q, opt, r.program, dev_in)
-                           : testing::run_on_reference(r.ctx, r.program, dev_in);
+      const auto ref = testing::run_lowered_on_reference(q, opt, r, dev_in);
       ASSERT_FALSE(ref.empty());
       for (const auto& [name, values] : ref) EXPECT_EQ(dev.at(name), values) << name;
     }
