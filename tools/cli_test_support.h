@@ -22,12 +22,11 @@ struct CliResult {
 
 enum class Stderr { kMerged, kSeparate, kDiscard };
 
-// Runs `NPUKIT_BIN args` through the shell (so args may hold redirections and quotes).
-inline CliResult run_npukit(const std::string& args, Stderr mode = Stderr::kMerged) {
+// Runs a shell command line (so it may hold redirections, quotes and environment settings).
+inline CliResult run_command(std::string cmd, Stderr mode = Stderr::kMerged) {
   namespace fs = std::filesystem;
   const fs::path err_file =
       fs::temp_directory_path() / ("npukit_cli_" + std::to_string(::getpid()) + ".err");
-  std::string cmd = std::string(NPUKIT_BIN) + " " + args;
   if (mode == Stderr::kMerged) cmd += " 2>&1";
   if (mode == Stderr::kDiscard) cmd += " 2>/dev/null";
   if (mode == Stderr::kSeparate) cmd += " 2>" + err_file.string();
@@ -45,6 +44,11 @@ inline CliResult run_npukit(const std::string& args, Stderr mode = Stderr::kMerg
     fs::remove(err_file);
   }
   return r;
+}
+
+// Runs `NPUKIT_BIN args` through the shell.
+inline CliResult run_npukit(const std::string& args, Stderr mode = Stderr::kMerged) {
+  return run_command(std::string(NPUKIT_BIN) + " " + args, mode);
 }
 
 // One scratch directory per test process, removed at exit; `sub` names a fresh folder in it.

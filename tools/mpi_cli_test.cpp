@@ -64,17 +64,8 @@ npukit::tools::testing::CliResult run_mpi(int ranks, const std::string& args) {
   const std::string mpirun = std::string(NPUKIT_MPIEXEC) +
                              " --oversubscribe --allow-run-as-root -n " + std::to_string(ranks) +
                              " " + NPUKIT_BIN;
-  const std::string cmd =
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + mpirun + " " + args + " 2>&1";
-  npukit::tools::testing::CliResult r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (!pipe) return r;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return npukit::tools::testing::run_command(
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + mpirun + " " + args);
 }
 
 TEST(MpiEval, TwoRanksGiveTheSingleProcessResult) {
