@@ -7,10 +7,13 @@
 // QuantizeLinear at the tensor's own scale, which computes the same integers (zero point 0:
 // these ops select or compare values and commute with a positive scale).
 //
-// A nearest Resize on int8 (canonicalize_qdq folds the quantizer's DequantizeLinear -> Resize ->
-// QuantizeLinear when the Gati could run it) that ends up on the host, e.g. between two device
+// A Resize on int8 (canonicalize_qdq folds DequantizeLinear -> Resize -> QuantizeLinear when the
+// two scales are equal, whatever the mode) that ends up on the host, e.g. between two device
 // segments, always goes back to float: ONNX allows int8 Resize, but the reference executor and
-// many runtimes implement Resize on float only. Nearest selects pixels, so it is exact.
+// many runtimes implement Resize on float only. Nearest selects pixels, so it is exact. Linear
+// (bilinear) interpolates: it runs on the dequantized values and is quantized again at its
+// output's scale, which is what the QDQ model means and what onnxruntime computes for it
+// (the device RESIZE does 2x nearest only, DECISIONS.md 10, so a bilinear Resize is host work).
 #include "compiler/passes.h"
 
 #include <limits>
@@ -32,7 +35,12 @@ std::int64_t int8_opset(const std::string& op) {
   return it == kSince.end() ? 0 : it->second;
 }
 
-std::string why_float(const std::string& op, std::int64_t opset) {
+std::string why_float(const ir::Node& n, std::int64_t opset) {
+  const std::string& op = n.op_type;
+  if (op == "Resize" && n.get_string("mode", "nearest") != "nearest")
+    return "host: " + n.get_string("mode", "nearest") +
+           " Resize runs in float on the host between DequantizeLinear and QuantizeLinear "
+           "(interpolated values are requantized, as onnxruntime runs the QDQ model)";
   if (int8_opset(op) == kNever)
     return "host: " + op + " runs in float on the host (exact for nearest: it selects values)";
   return "host: " + op + " on int8 needs opset " + std::to_string(int8_opset(op)) +
@@ -50,13 +58,20 @@ void legalize_host_ops(Context& ctx) {
     const bool onnx = n.domain.empty() || n.domain == "ai.onnx";
     const auto q = x ? ctx.quantization.find(x->name) : ctx.quantization.end();
     if (ctx.on_device(n.name) || !onnx || !x || x->dtype != ir::DType::kInt8 ||
-        n.outputs.size() != 1 || g.opset >= int8_opset(n.op_type) || q == ctx.quantization.end() ||
-        (n.op_type == "Resize" && n.get_string("mode", "nearest") != "nearest")) {
+        n.outputs.size() != 1 || g.opset >= int8_opset(n.op_type) || q == ctx.quantization.end()) {
       nodes.push_back(n);
       continue;
     }
     const float scale = static_cast<float>(q->second.scale);
     const std::string s = add_constant(g, n.name + "_scale", ir::DType::kFloat32, {}, &scale);
+    // The output's own scale (equal to the input's for the ops above; canonicalize_qdq folds only
+    // equal scales, but the output's is the one its QuantizeLinear had).
+    const auto qy = ctx.quantization.find(n.outputs[0]);
+    const float y_scale =
+        qy == ctx.quantization.end() ? scale : static_cast<float>(qy->second.scale);
+    const std::string ys = y_scale == scale ? s
+                                            : add_constant(g, n.name + "_output_scale",
+                                                           ir::DType::kFloat32, {}, &y_scale);
     auto float_value = [&](const std::string& of) {
       return add_value(g, of + "_float", ir::DType::kFloat32, g.tensor(of).shape);
     };
@@ -77,11 +92,11 @@ void legalize_host_ops(Context& ctx) {
     qn.op_type = "QuantizeLinear";
     qn.name = unique_name(g, n.name + "_quantize");
     const std::int8_t zero = 0;
-    qn.inputs = {op.outputs[0], s,
+    qn.inputs = {op.outputs[0], ys,
                  add_constant(g, n.name + "_zero_point", ir::DType::kInt8, {}, &zero)};
     qn.outputs = n.outputs;
     for (const ir::Node* m : {&dq, &qn})
-      ctx.place(m->name, Placement::kHost, why_float(n.op_type, g.opset));
+      ctx.place(m->name, Placement::kHost, why_float(n, g.opset));
     nodes.insert(nodes.end(), {dq, op, qn});
   }
   g.nodes = std::move(nodes);
