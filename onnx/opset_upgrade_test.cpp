@@ -102,6 +102,20 @@ TEST(OpsetUpgrade, DropoutLosesRatio) {
   EXPECT_FALSE(find_op(g, "Dropout")->has("ratio"));
 }
 
+TEST(OpsetUpgrade, HardmaxBefore13FlattensToTwoDimensions) {
+  ir::Graph g = check_against_ort("hardmax_op11_default");  // axis 1 of a 3D input: over 12
+  ASSERT_NE(find_op(g, "Flatten"), nullptr);
+  EXPECT_EQ(find_op(g, "Hardmax")->get_int("axis", 0), -1);
+}
+
+TEST(OpsetUpgrade, TopKAttributeBecomesAnInput) {
+  ir::Graph g = check_against_ort("topk_op9");
+  const ir::Node* topk = find_op(g, "TopK");
+  ASSERT_NE(topk, nullptr);
+  EXPECT_EQ(topk->inputs.size(), 2u);
+  EXPECT_FALSE(topk->has("k"));
+}
+
 TEST(ConvTranspose, FloatKernelEqualsOnnxruntime) {
   for (const char* name :
        {"convtranspose_s2_k2", "convtranspose_s2_k3_pad_outpad", "convtranspose_s2_k4_pad1",

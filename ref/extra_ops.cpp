@@ -1,6 +1,7 @@
 // More standard ONNX kernels the host side of detection and classification models needs:
 // NonMaxSuppression (ONNX semantics; the host half of DECISIONS.md 9), Split, Pad, reductions,
 // ArgMax/ArgMin, variadic Max/Min/Sum/Mean, comparisons, Where, Expand, Tile and float math.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -395,6 +396,66 @@ Kernel arg_extreme(bool is_max) {
   };
 }
 
+// Hardmax (opset 13: along one axis, default -1): 1 at the first largest element, 0 elsewhere.
+Outputs hardmax(const ir::Node& node, const OpInputs& in) {
+  const Tensor& x = in.at(0);
+  const float* xp = float_data(x, "input");
+  const std::int64_t rank = static_cast<std::int64_t>(x.shape.size());
+  if (in.opset < 13) fail("Hardmax below opset 13 reaches the executor only after the upgrade");
+  const std::int64_t axis = normalize_axis(node.get_int("axis", -1), rank, "axis");
+  std::int64_t outer = 1, inner = 1;
+  for (std::int64_t d = 0; d < axis; ++d) outer *= x.shape[d];
+  for (std::int64_t d = axis + 1; d < rank; ++d) inner *= x.shape[d];
+  const std::int64_t len = x.shape[axis];
+  Tensor out = ir::make_tensor(DType::kFloat32, x.shape);
+  float* y = out.as_mutable<float>();
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = 0; i < inner; ++i) {
+      std::int64_t best = 0;
+      for (std::int64_t k = 1; k < len; ++k)
+        if (xp[(o * len + k) * inner + i] > xp[(o * len + best) * inner + i]) best = k;
+      y[(o * len + best) * inner + i] = 1.f;
+    }
+  return one(std::move(out));
+}
+
+// TopK (opset 10+: K as an input): the K largest (or smallest) values along `axis` and their
+// indices, in order; equal values keep the lower index first (as onnxruntime does).
+Outputs top_k(const ir::Node& node, const OpInputs& in) {
+  const Tensor& x = in.at(0);
+  const float* xp = float_data(x, "X");
+  const std::int64_t rank = static_cast<std::int64_t>(x.shape.size());
+  const std::int64_t axis = normalize_axis(node.get_int("axis", -1), rank, "axis");
+  const auto kv = ir::to_int64_vector(in.at(1));
+  const std::int64_t len = x.shape[axis];
+  if (kv.size() != 1 || kv[0] < 0 || kv[0] > len)
+    fail("K must be one value in [0, {}] (the length of axis {})", len, axis);
+  const std::int64_t k = kv[0];
+  const bool largest = node.get_int("largest", 1) != 0;
+  std::int64_t outer = 1, inner = 1;
+  for (std::int64_t d = 0; d < axis; ++d) outer *= x.shape[d];
+  for (std::int64_t d = axis + 1; d < rank; ++d) inner *= x.shape[d];
+  ir::Shape shape = x.shape;
+  shape[axis] = k;
+  Tensor values = ir::make_tensor(DType::kFloat32, shape);
+  std::vector<std::int64_t> indices(static_cast<std::size_t>(ir::element_count(shape)));
+  std::vector<std::int64_t> order(static_cast<std::size_t>(len));
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = 0; i < inner; ++i) {
+      auto at = [&](std::int64_t j) { return xp[(o * len + j) * inner + i]; };
+      std::iota(order.begin(), order.end(), std::int64_t{0});
+      std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+        return largest ? at(a) > at(b) : at(a) < at(b);
+      });
+      for (std::int64_t j = 0; j < k; ++j) {
+        const std::int64_t to = (o * k + j) * inner + i;
+        values.as_mutable<float>()[to] = at(order[static_cast<std::size_t>(j)]);
+        indices[static_cast<std::size_t>(to)] = order[static_cast<std::size_t>(j)];
+      }
+    }
+  return {std::move(values), ir::make_tensor<std::int64_t>(shape, indices)};
+}
+
 // ---- element-wise math -----------------------------------------------------------------------
 
 template <typename Fn>
@@ -482,6 +543,8 @@ void add_extra_kernels(KernelTable& t) {
   onnx("ReduceMin", reduce(Reduce::kMin, false));
   onnx("ReduceProd", reduce(Reduce::kProd, false));
   onnx("ArgMax", arg_extreme(true));
+  onnx("Hardmax", hardmax);
+  onnx("TopK", top_k);
   onnx("ArgMin", arg_extreme(false));
   onnx("Pow", pow_op);
   onnx("PRelu", prelu);
