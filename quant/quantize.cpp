@@ -755,10 +755,18 @@ class Rewriter {
       return unary(n);
     // Nearest Resize shares its input's scale, so DequantizeLinear -> Resize -> QuantizeLinear is
     // exact; it stays in that form (the pattern compilers fold) because int8 Resize is not
-    // universally implemented.
-    if (op == "Resize")
-      return keep_float(
-          n, "nearest Resize between DequantizeLinear and QuantizeLinear at one scale (exact)");
+    // universally implemented. Any other mode (linear, cubic) interpolates: its output has its own
+    // calibrated scale and the Resize runs on the dequantized values.
+    if (op == "Resize") {
+      const std::string mode = n.get_string("mode", "nearest");
+      if (mode == "nearest")
+        return keep_float(
+            n, "nearest Resize between DequantizeLinear and QuantizeLinear at one scale (exact)");
+      return keep_float(n, mode +
+                               " Resize interpolates in float between DequantizeLinear and "
+                               "QuantizeLinear at its own output scale (host work: the Gati "
+                               "RESIZE is 2x nearest)");
+    }
     if (is_passthrough(n)) return passthrough(n);
     if (pointwise_qdq(n)) return;
     keep_float(n, "no int8 form in the native scheme");

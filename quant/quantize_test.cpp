@@ -15,6 +15,7 @@ namespace npukit::quant {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::string kFixtures = std::string(NPUKIT_SOURCE_DIR) + "/fixtures";
 
@@ -371,6 +372,40 @@ TEST(QuantizeModels, EveryTestModelQuantizesAndStaysCloseToFloat) {
       // Several int8 layers deep, each adding up to half a step of error: allow 8% of the
       // output's peak. A wrong scale or layout would be off by far more.
       EXPECT_LE(err, 0.08f * peak) << stem << " sample " << k;
+    }
+  }
+}
+
+// The "kept in float" line says what each Resize is: a nearest one keeps its input's scale
+// (exact), a linear one interpolates at its own output scale (it was called "nearest" too).
+TEST(QuantizeModels, KeptInFloatNamesTheResizeMode) {
+  for (const std::string mode : {"nearest", "linear"}) {
+    ir::Graph g = relu_graph();
+    g.tensors["x"].shape = g.tensors["y"].shape = {1, 1, 2, 2};
+    g.nodes[0].outputs = {"r"};
+    g.tensors["r"] = ir::Tensor{"r", ir::DType::kFloat32, {1, 1, 2, 2}, {}};
+    g.tensors["u"] = ir::Tensor{"u", ir::DType::kFloat32, {1, 1, 4, 4}, {}};
+    g.tensors["y"].shape = {1, 1, 4, 4};
+    g.tensors["scales"] = ir::make_tensor<float>({4}, {1, 1, 2, 2}, "scales");
+    ir::Node up{"up", "Resize", "", {"r", "", "scales"}, {"u"}, {}};
+    up.attributes["mode"] = mode;
+    g.nodes.push_back(up);
+    g.nodes.push_back(ir::Node{"relu2", "Relu", "", {"u"}, {"y"}, {}});
+    std::vector<ref::TensorMap> samples;
+    for (const auto& s : relu_samples())
+      samples.push_back(
+          {{"x", ir::make_tensor<float>({1, 1, 2, 2}, ir::to_float_vector(s.at("x")), "x")}});
+    QuantizeSummary summary;
+    quantize(g, samples, QuantizeOptions{}, &summary);
+    ASSERT_EQ(summary.float_nodes.size(), 1u) << mode;
+    const std::string& why = summary.float_nodes[0];
+    EXPECT_THAT(why, HasSubstr("up (Resize): " + mode + " Resize"));
+    if (mode == "nearest") {
+      EXPECT_THAT(why, HasSubstr("at one scale (exact)"));
+    } else {
+      EXPECT_THAT(why, Not(HasSubstr("nearest Resize")));
+      EXPECT_THAT(why, HasSubstr("interpolates in float"));
+      EXPECT_THAT(why, HasSubstr("at its own output scale"));
     }
   }
 }
