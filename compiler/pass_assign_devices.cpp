@@ -7,7 +7,10 @@
 // Each node is decided on its own: where a host op sits in the middle of the network, the next
 // pass (partition) cuts the program into host and device segments around it.
 #include "common/error.h"
+#include "compiler/device_sigmoid.h"
 #include "compiler/passes.h"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 
@@ -245,6 +248,48 @@ std::string why_not_on_device(const ir::Graph& g, const ir::Node& n, const Compi
   return op + " has no Gati lowering";
 }
 
+namespace {
+
+// A QLinearSigmoid whose result leaves the device anyway (a graph output, or read only by nodes the
+// device cannot run) runs on the host when the device's form of it, at this layer's scales, is
+// more than 1 output LSB from the exact sigmoid for some input code (device_sigmoid_error: the
+// tanh engine's table, including its dead zone, DECISIONS.md 7). The host's QLinearSigmoid is
+// onnxruntime's 256-entry table; the device then sends the sigmoid's input instead of its output,
+// the same number of int8 values, so the move costs no transfer. A sigmoid in the middle of a
+// device segment stays (moving it would cut the segment).
+void sigmoids_to_host(Context& ctx) {
+  const ir::Graph& g = ctx.graph;
+  for (const auto& n : g.nodes) {
+    if (n.op_type != "QLinearSigmoid" || !ctx.on_device(n.name)) continue;
+    const std::string& y = n.outputs[0];
+    bool leaves = std::find(g.outputs.begin(), g.outputs.end(), y) != g.outputs.end();
+    const auto consumers = g.consumers(y);
+    if (!consumers.empty())
+      leaves = std::none_of(consumers.begin(), consumers.end(),
+                            [&](const ir::Node* c) { return ctx.on_device(c->name); });
+    if (!leaves) continue;
+    const std::string what = "layer '" + n.name + "' (QLinearSigmoid)";
+    const SigmoidError e =
+        device_sigmoid_error(constant_float(g, n, 1), constant_float(g, n, 3), what);
+    if (e.lsb <= 1.0) continue;
+    const ir::Tensor* t = g.find(y);
+    const std::int64_t values = t ? ir::element_count(t->shape) : 0;
+    ctx.place(n.name, Placement::kHost,
+              fmt::format("host: the Gati's sigmoid at these scales is {:.2f} output LSBs from the "
+                          "exact one (input code {}: device {}, exact {:.2f}{}), more than 1 LSB; "
+                          "its result leaves the device anyway, so the host's 256-entry table "
+                          "runs it: {} lookups per image, no extra transfer (the device sends "
+                          "its input, as many int8 values)",
+                          e.lsb, e.code, e.device, e.exact,
+                          e.dead_zone ? ", in the tanh engine's dead zone |x| <= 896/65536, "
+                                        "docs/ref-ops.md"
+                                      : "",
+                          values));
+  }
+}
+
+}  // namespace
+
 void assign_devices(Context& ctx) {
   const ir::Graph& g = ctx.graph;
   bool any_device = false;
@@ -261,6 +306,7 @@ void assign_devices(Context& ctx) {
       ctx.place(n.name, Placement::kHost, "host: " + why);
     }
   }
+  sigmoids_to_host(ctx);
   if (!any_device) {
     std::string first;
     for (const auto& n : g.nodes) {

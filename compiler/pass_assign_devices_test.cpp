@@ -1,10 +1,13 @@
 // assign_devices: which nodes could run on the Gati and why (partition then cuts the segments).
 #include "common/error.h"
 #include "compiler/compiler.h"
+#include "compiler/device_sigmoid.h"
 #include "compiler/passes.h"
 #include "compiler/test_graphs.h"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 namespace npukit::compiler {
 namespace {
@@ -116,6 +119,65 @@ TEST(AssignDevices, KernelWiderThanTheArrayRunsOnTheHostNotRefused) {
   wide.options.arch = isa::kArch16x1x16;
   assign_devices(wide);
   EXPECT_TRUE(wide.on_device("wide"));
+}
+
+// The device's sigmoid against the exact one, worked by hand for s_x = 0.02, s_y = 1/127: code 1
+// is x = 1311 in Q16 (round(0.02 * 65536)), the engine gets 1311 >> 1 = 655 <= 896, its dead
+// zone (tanh 0), so sigmoid is 32767 / 65536 and the tail (127 = 32512 / 2^8) gives
+// (32767 * 127 / 65536) = 63.498 -> 63, where the exact value is 127 / (1 + e^-0.02) = 64.135.
+TEST(AssignDevices, DeviceSigmoidErrorByHand) {
+  const SigmoidError e = device_sigmoid_error(0.02, 1.0 / 127, "test");
+  EXPECT_EQ(e.code, 1);
+  EXPECT_EQ(e.device, 63);
+  EXPECT_NEAR(e.exact, 127 / (1 + std::exp(-0.02)), 1e-9);
+  EXPECT_NEAR(e.lsb, 64.135 - 63, 1e-3);
+  EXPECT_TRUE(e.dead_zone);
+  // Output scale 1/128: code 0 gives 64 = 0.5 * 128 exactly; the dead zone now costs at most
+  // 0.25 * 0.02 * 128 = 0.64 LSB, so no code is more than 1 LSB off.
+  EXPECT_LE(device_sigmoid_error(0.02, 1.0 / 128, "test").lsb, 1.0);
+  // Input scale 0.05: code 1 is 3277 >> 1 = 1638, past the dead zone.
+  EXPECT_LE(device_sigmoid_error(0.05, 1.0 / 127, "test").lsb, 1.0);
+}
+
+// conv -> QLinearSigmoid (-> conv2 when `mid`): a sigmoid whose result leaves the device runs on
+// the host when the device's form is more than 1 LSB off; in the middle of device work it stays.
+ir::Graph conv_sigmoid(float sx, float sy, bool mid) {
+  GraphBuilder b;
+  b.input("x", ir::DType::kInt8, {1, 8, 8, 8});
+  auto c = b.qconv("conv", "x", 0.1f, std::vector<std::int8_t>(8 * 8 * 9, 1), {8, 8, 3, 3},
+                   sx / 0.1f, sx, {}, {1, 1, 1, 1});
+  b.value("sig", ir::DType::kInt8, {1, 8, 8, 8});
+  b.node("QLinearSigmoid", "com.microsoft", {c, "conv_ys", "conv_yz", b.f32("sy", sy), "conv_yz"},
+         {"sig"}, "sigmoid");
+  b.g.outputs = {"sig"};
+  if (mid)
+    b.g.outputs = {b.qconv("conv2", "sig", sy, std::vector<std::int8_t>(8 * 8 * 9, 1), {8, 8, 3, 3},
+                           0.01f, 0.2f, {}, {1, 1, 1, 1})};
+  return b.g;
+}
+
+TEST(AssignDevices, InexactFinalSigmoidRunsOnTheHost) {
+  Context ctx;
+  ctx.graph = conv_sigmoid(0.02f, 1.0f / 127, false);
+  assign_devices(ctx);
+  EXPECT_TRUE(ctx.on_device("conv"));
+  EXPECT_FALSE(ctx.on_device("sigmoid"));
+  const std::string& why = ctx.placement["sigmoid"].reason;
+  EXPECT_NE(why.find("1.13 output LSBs from the exact one (input code 1: device 63, exact 64.13"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("dead zone"), std::string::npos) << why;
+  EXPECT_NE(why.find("512 lookups per image, no extra transfer"), std::string::npos) << why;
+
+  ctx = Context{};
+  ctx.graph = conv_sigmoid(0.02f, 1.0f / 128, false);  // within 1 LSB: the device runs it
+  assign_devices(ctx);
+  EXPECT_TRUE(ctx.on_device("sigmoid"));
+
+  ctx = Context{};
+  ctx.graph = conv_sigmoid(0.02f, 1.0f / 127, true);  // read by a device conv: stays
+  assign_devices(ctx);
+  EXPECT_TRUE(ctx.on_device("sigmoid"));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 //   sigmoid        a_scale = round(s_x 2^16) (engine input is Q16, DECISIONS.md 6), M = 1 / s_y
 //   avg pools      pool_scale / 2^pool_shift ~ s_x / (s_y * window)  (DECISIONS.md 8)
 #include "common/error.h"
+#include "compiler/device_sigmoid.h"
 #include "compiler/passes.h"
 
 #include <fmt/format.h>
@@ -259,10 +260,12 @@ void lower_to_gati(Context& ctx) {
     } else if (op == "QLinearSigmoid") {
       ir::Node e = gati(n, "GatiEltwise");
       e.inputs = {n.inputs[0], ""};
+      const SigmoidParams sp =
+          device_sigmoid_params(constant_float(g, n, 1), constant_float(g, n, 3), what);
       e.attributes["op"] = std::string("sigmoid");
-      e.attributes["a_scale"] = q10(constant_float(g, n, 1) * 65536.0, what);
+      e.attributes["a_scale"] = sp.a_scale;
       e.attributes["b_scale"] = std::int64_t{0};
-      set_tail(e, choose_scale_shift(1.0 / constant_float(g, n, 3), what));
+      set_tail(e, sp.tail);
       out.push_back(std::move(e));
     } else if (op == "QLinearLeakyRelu") {
       const double alpha = n.get_float("alpha", 0.01f);
