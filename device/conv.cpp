@@ -34,7 +34,6 @@ using isa::Field;
 namespace {
 
 // Per-thread buffers reused from layer to layer (conv_kernels::thread_buffer).
-struct BlobTag;
 struct PlaneTag;
 struct AccTag;
 struct PartialTag;
@@ -340,7 +339,7 @@ struct WeightCacheKey {
 };
 
 const MappedWeights& mapped_weights(const LayerContext& ctx, const ConvGeometry& g,
-                                    const Mapping& map, const Bytes& blob,
+                                    const Mapping& map, std::uint64_t blob_bytes,
                                     std::uint64_t in_channels, std::uint64_t weight_start,
                                     bool dense) {
   struct Entry {
@@ -353,13 +352,18 @@ const MappedWeights& mapped_weights(const LayerContext& ctx, const ConvGeometry&
   thread_local std::uint64_t cached_bytes = 0;
   const WeightCacheKey key{weight_start, in_channels,  g.kn,     g.kh,     g.kw,
                            map.kern_dim, map.chan_dim, map.kitr, map.citr, map.mode};
+  // The blob is compared in DRAM (the range was checked by the caller), not copied out first.
   for (Entry& e : cache)
-    if (e.key == key && e.blob == blob) return e.mapped;
-  if (cached_bytes + blob.size() > kMaxCachedBlobBytes) {
+    if (e.key == key && e.blob.size() == blob_bytes &&
+        ctx.dram.equals(weight_start, e.blob, "weight read"))
+      return e.mapped;
+  if (cached_bytes + blob_bytes > kMaxCachedBlobBytes) {
     cache.clear();
     cached_bytes = 0;
   }
-  Entry e{key, blob, {}};
+  Entry e{key, Bytes(blob_bytes), {}};
+  ctx.dram.read(weight_start, e.blob, "weight read");
+  const Bytes& blob = e.blob;
   if (dense)
     map_dense(ctx, g, map, blob, in_channels, e.mapped);
   else
@@ -500,9 +504,6 @@ BlockTiming run_conv(LayerContext& ctx) {
                    weight_start, weight_end, ceil_mod(blob_bytes, 32), map.kitr, map.citr, rows,
                    cols, n_sa);
   ctx.check_dram_range(Field::CONV_WeightStartAddress, weight_start, blob_bytes);
-  Bytes& blob = reused<std::uint8_t, BlobTag>();
-  blob.resize(blob_bytes);
-  ctx.dram.read(weight_start, blob, "weight read");  // range checked above
   std::vector<std::int8_t>& image = reused<std::int8_t, ImageTag>();
   read_activation(ctx, Field::CONV_ImageStartAddress, image_start, in_layout, image);
   const TailPipeline tail(ctx, g.kn);
@@ -533,7 +534,7 @@ BlockTiming run_conv(LayerContext& ctx) {
   // faster one).
   const bool dense = map.mode != ConvMode::kDepthwise && map.mode != ConvMode::kDepthwise16;
   const MappedWeights& weights =
-      mapped_weights(ctx, g, map, blob, in_channels_padded, weight_start, dense);
+      mapped_weights(ctx, g, map, blob_bytes, in_channels_padded, weight_start, dense);
   if (weights.ignored_rows) warn_ignored_rows(ctx, g);
   const std::vector<std::vector<Connection>>& connections = weights.connections;
 

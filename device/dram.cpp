@@ -43,6 +43,25 @@ void Dram::read(std::uint64_t addr, std::span<std::uint8_t> out, std::string_vie
   }
 }
 
+bool Dram::equals(std::uint64_t addr, ByteSpan expected, std::string_view who) const {
+  check_range(addr, expected.size(), who);
+  std::uint64_t done = 0;
+  while (done < expected.size()) {
+    const std::uint64_t a = addr + done;
+    const std::uint64_t page = a / kPageBytes, in_page = a % kPageBytes;
+    const std::uint64_t n = std::min<std::uint64_t>(kPageBytes - in_page, expected.size() - done);
+    if (pages_[page]) {
+      if (std::memcmp(expected.data() + done, pages_[page].get() + in_page, n) != 0) return false;
+    } else if (std::any_of(expected.begin() + static_cast<std::ptrdiff_t>(done),
+                           expected.begin() + static_cast<std::ptrdiff_t>(done + n),
+                           [](std::uint8_t b) { return b != 0; })) {
+      return false;
+    }
+    done += n;
+  }
+  return true;
+}
+
 Bytes Dram::read(std::uint64_t addr, std::uint64_t bytes, std::string_view who) const {
   check_range(addr, bytes, who);
   Bytes out(bytes);

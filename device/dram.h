@@ -34,6 +34,8 @@ class Dram {
 
   void read(std::uint64_t addr, std::span<std::uint8_t> out, std::string_view who) const;
   Bytes read(std::uint64_t addr, std::uint64_t bytes, std::string_view who) const;
+  // Whether the bytes at [addr, addr + expected.size()) equal `expected` (no copy is made).
+  bool equals(std::uint64_t addr, ByteSpan expected, std::string_view who) const;
   void write(std::uint64_t addr, ByteSpan data, std::string_view who);
   void fill(std::uint64_t addr, std::uint64_t bytes, std::uint8_t value, std::string_view who);
 
