@@ -350,6 +350,19 @@ void TailPipeline::run_channel(std::uint64_t channel, std::span<const std::int32
       out[p] = static_cast<std::int32_t>(static_cast<std::uint32_t>(acc[p]) + bias);
     return;
   }
+  if (!cfg_.gbl_pool_en && cfg_.quant_en && act <= 1 && cfg_.act_param >= 0) {
+    // EltWise's fp_cast shift: apply()'s arithmetic with the configuration hoisted out of the
+    // loop (the same quantize(), then ReLU or Clip).
+    const std::int32_t bias = cfg_.bias_en ? bias_[channel] : 0;
+    for (std::size_t p = 0; p < acc.size(); ++p) {
+      std::int32_t v =
+          quantize(add_wrap(acc[p], bias), cfg_.quant_scale, cfg_.quant_shift, fp_cast_shift_);
+      if (act == 0) v = std::max(v, 0);
+      if (act == 1) v = std::clamp(v, 0, cfg_.act_param);
+      out[p] = v;
+    }
+    return;
+  }
   if (!cfg_.gbl_pool_en) {
     for (std::size_t p = 0; p < acc.size(); ++p) out[p] = apply(acc[p], channel);
     return;
