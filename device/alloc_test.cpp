@@ -2,6 +2,7 @@
 // same Device must reuse the host memory of the first (DRAM pages, per-layer scratch) and give
 // bit-identical results to a fresh Device. Counted with a replacement of the global operator new
 // in this test binary (counting only while a test asks for it).
+#include "common/parallel.h"
 #include "device/device.h"
 #include "device/test_programs.h"
 
@@ -61,7 +62,8 @@ Counted count_allocations(F&& f) {
 }
 
 // A two-layer program (CONV then CONV on its output), input and weights from `seed`.
-Bytes two_layer_program(std::uint32_t seed, ConvSpec* first = nullptr) {
+Bytes two_layer_program(std::uint32_t seed, ConvSpec* first = nullptr,
+                        std::uint32_t* input_addr = nullptr) {
   const isa::SaArch arch = isa::kArch9x8x8;
   ConvSpec a;
   a.ic = 5, a.kn = 9, a.ih = 12, a.iw = 11, a.quant_shift = 8;
@@ -80,6 +82,7 @@ Bytes two_layer_program(std::uint32_t seed, ConvSpec* first = nullptr) {
   pb.add_conv(b, mid, out, pb.alloc(4096));
   pb.finish();
   if (first) *first = a;
+  if (input_addr) *input_addr = in_addr;
   return pb.stream(in_addr, input);
 }
 
@@ -115,6 +118,52 @@ TEST(DeviceAllocation, SecondRunOfTheSameProgramAllocatesNoMore) {
   const Bytes want = fresh->take_dispatch_output();
   EXPECT_EQ(out2, want);
   EXPECT_FALSE(out2.empty());
+}
+
+// What `npukit eval` does per image: the program is sent once, then each image is one input
+// packet and a start packet, and the dispatch frames are taken. From the second image on, the
+// device model allocates nothing: every buffer it needs was grown by the first.
+TEST(DeviceAllocation, SecondImageOfALoadedProgramAllocatesNothing) {
+  const isa::SaArch arch = isa::kArch9x8x8;
+  ConvSpec first;
+  std::uint32_t in_addr = 0;
+  const Bytes program = two_layer_program(5, &first, &in_addr);
+  auto image = [&](std::uint32_t seed) {
+    ConvSpec s = first;
+    fill_random(s, seed);  // new input values; the program's weights stay
+    Bytes stream;
+    isa::append_dwp_packet(stream, in_addr, pack_activation(arch, s.ic, s.ih * s.iw, s.x));
+    isa::append_dwp_start(stream);
+    return stream;
+  };
+  const Bytes image2 = image(11), image3 = image(12);
+  // One thread: parallel_for's workers keep per-thread tile buffers too, each grown the first
+  // time that worker meets the largest layer, which depends on how the work was shared out.
+  const unsigned threads = thread_count();
+  set_thread_count(1);
+  auto dev = make_device();
+  Bytes out;                  // trades storage with the device's frame buffer each image
+  dev->receive_dwp(program);  // GML and the first image
+  dev->take_dispatch_output(out);
+  dev->receive_dwp(image2);
+  dev->take_dispatch_output(out);
+  const Counted third = count_allocations([&] {
+    dev->receive_dwp(image3);
+    dev->take_dispatch_output(out);
+  });
+  std::printf("device allocations: a later image %llu bytes in %llu calls\n",
+              static_cast<unsigned long long>(third.bytes),
+              static_cast<unsigned long long>(third.calls));
+  set_thread_count(threads);
+  EXPECT_EQ(third.calls, 0u);
+  EXPECT_EQ(third.bytes, 0u);
+  // The same bytes as a fresh device given the program and that image.
+  auto fresh = make_device();
+  fresh->receive_dwp(program);
+  (void)fresh->take_dispatch_output();
+  fresh->receive_dwp(image3);
+  EXPECT_EQ(out, fresh->take_dispatch_output());
+  EXPECT_FALSE(out.empty());
 }
 
 }  // namespace

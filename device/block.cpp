@@ -281,8 +281,10 @@ TailPipeline::TailPipeline(const LayerContext& ctx, std::uint64_t channels, int 
                    static_cast<std::int64_t>(cfg_.bias_end) - cfg_.bias_start, channels, expected,
                    expected);
   ctx.check_dram_range(Field::TailBlock_BiasStartAddress, cfg_.bias_start, expected);
-  const Bytes raw =
-      ctx.dram.read(cfg_.bias_start, expected, ctx.field_name(Field::TailBlock_BiasStartAddress));
+  thread_local Bytes raw;  // staged like read_activation's bytes
+  raw.resize(expected);
+  ctx.dram.read(cfg_.bias_start, raw, "bias read");  // range checked above
+  bias_ = std::move(spare_bias());
   bias_.resize(channels);
   for (std::uint64_t k = 0; k < channels; ++k) {
     if (bias_layout == BiasLayout::kFc) {
@@ -296,6 +298,15 @@ TailPipeline::TailPipeline(const LayerContext& ctx, std::uint64_t channels, int 
       bias_[k] = static_cast<std::int8_t>(raw[k]);
     }
   }
+}
+
+std::vector<std::int32_t>& TailPipeline::spare_bias() {
+  thread_local std::vector<std::int32_t> spare;
+  return spare;
+}
+
+TailPipeline::~TailPipeline() {
+  if (bias_.capacity() > spare_bias().capacity()) spare_bias() = std::move(bias_);
 }
 
 std::int32_t TailPipeline::apply(std::int32_t acc, std::uint64_t channel) const {

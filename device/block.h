@@ -235,6 +235,11 @@ class TailPipeline {
   enum class BiasLayout { kConv, kFc };
   TailPipeline(const LayerContext& ctx, std::uint64_t channels, int fp_cast_shift = 0,
                BiasLayout bias_layout = BiasLayout::kConv);
+  // The bias vector's storage goes back to a per-thread spare, which the next pipeline on this
+  // thread takes (no allocation per layer once it has grown).
+  ~TailPipeline();
+  TailPipeline(const TailPipeline&) = delete;
+  TailPipeline& operator=(const TailPipeline&) = delete;
 
   const TailConfig& config() const { return cfg_; }
   bool global_pool() const { return cfg_.gbl_pool_en; }
@@ -248,6 +253,7 @@ class TailPipeline {
                    std::span<std::int32_t> out) const;
 
  private:
+  static std::vector<std::int32_t>& spare_bias();
   TailConfig cfg_;
   int fp_cast_shift_;
   std::vector<std::int32_t> bias_;

@@ -574,7 +574,7 @@ BlockTiming run_conv(LayerContext& ctx) {
     conv_kernels::pack_planes(planes.data(), in_channels_padded, g.padded_h, g.padded_w, g.kh, g.kw,
                               g.stride, plane_set);
   // Output channels are independent (own acc row, own partial lane j): one per index.
-  parallel_for(connections.size(), [&](std::uint64_t k) {
+  auto connect = [&](std::uint64_t k) {
     const std::vector<Connection>& list = connections[k];
     std::vector<std::int32_t>& own = reused<std::int32_t, OwnTag>();
     std::int32_t* a = acc.data() + k * out_pixels;
@@ -596,7 +596,8 @@ BlockTiming run_conv(LayerContext& ctx) {
         }
       }
     }
-  });
+  };
+  if (!dense) parallel_for(connections.size(), std::ref(connect));  // std::ref: no allocation
   if (out.accumulant_read_first)
     add_activation_int32(ctx, Field::OutputBlock_AccumulantAddr, out.accumulant_addr, acc_layout,
                          acc);

@@ -13,7 +13,9 @@
 #include "common/parallel.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <functional>
 
 namespace npukit::device::conv_kernels {
 
@@ -33,7 +35,7 @@ std::int32_t high16(std::uint32_t v) { return static_cast<std::int16_t>(v >> 16)
 // strided conv reads consecutive words; phase rows are wq words wide.
 struct Phases {
   std::uint64_t hq = 0, wq = 0, phase_words = 0, plane_words = 0;
-  std::vector<std::int64_t> slot;  // per (ry, rx): index of its stored phase, -1 if no tap reads it
+  std::array<std::int64_t, 16> slot;  // per (ry, rx): its stored phase, -1 if no tap reads it
 };
 
 Phases phases(const DenseConv& c, std::vector<std::int64_t>& tap_offset) {
@@ -41,7 +43,8 @@ Phases phases(const DenseConv& c, std::vector<std::int64_t>& tap_offset) {
   Phases ph;
   ph.hq = (c.padded_h + s - 1) / s;
   ph.wq = (c.padded_w + s - 1) / s;
-  ph.slot.assign(s * s, -1);
+  if (s < 1 || s > 4) fail("dense_conv: stride {} (the array's are 1 to 4)", s);
+  ph.slot.fill(-1);
   std::int64_t slots = 0;
   for (std::uint64_t i = 0; i < c.kh; ++i)
     for (std::uint64_t j = 0; j < c.kw; ++j)
@@ -292,8 +295,9 @@ void drive(const DenseConv& c, std::uint64_t tile_k, std::uint64_t kn_padded,
     }
   };
   // Output-channel tiles are independent (each writes its own acc / snapshot rows): one tile
-  // per parallel_for index, each thread with its own tile buffer.
-  parallel_for(kn_padded / tile_k, [&](std::uint64_t kb) {
+  // per parallel_for index, each thread with its own tile buffer. (Passed by std::ref: a
+  // std::function holds a reference without allocating, the lambda itself would not fit.)
+  auto tile = [&](std::uint64_t kb) {
     std::vector<std::int32_t>& y = thread_buffer<std::int32_t, TileTag>();
     y.resize(tile_k * q_padded);  // every tile starts with accumulate = false
     const std::uint64_t k0 = kb * tile_k;
@@ -312,7 +316,8 @@ void drive(const DenseConv& c, std::uint64_t tile_k, std::uint64_t kn_padded,
     for (std::uint64_t kk = 0; kk < tile_k && k0 + kk < c.kn; ++kk)
       extract(y.data() + kk * q_padded, offset_all ? offset_all[k0 + kk] : 0,
               acc + (k0 + kk) * pixels);
-  });
+  };
+  parallel_for(kn_padded / tile_k, std::ref(tile));
 }
 }  // namespace
 

@@ -77,6 +77,11 @@ Bytes Device::take_dispatch_output() {
   return out;
 }
 
+void Device::take_dispatch_output(Bytes& into) {
+  into.clear();
+  into.swap(dispatch_out_);
+}
+
 void Device::note_written(std::uint64_t addr, std::uint64_t bytes) {
   if (bytes == 0) return;
   std::uint64_t lo = addr, hi = addr + bytes;
@@ -112,8 +117,10 @@ void Device::receive_dwp(ByteSpan bytes) {
       // Bulk copy of the payload straight into DRAM.
       const std::size_t n = std::min<std::size_t>(d.remaining, bytes.size() - i);
       const std::uint64_t addr = std::uint64_t{d.address} + (d.size - d.remaining);
-      dram_.write(addr, bytes.subspan(i, n),
-                  fmt::format("DWP packet at stream byte {}", d.packet_offset));
+      // The message is formatted only for a range that fails (no allocation per packet).
+      if (addr > dram_.size() || n > dram_.size() - addr)
+        dram_.check_range(addr, n, fmt::format("DWP packet at stream byte {}", d.packet_offset));
+      dram_.write(addr, bytes.subspan(i, n), "DWP packet");
       note_written(addr, n);
       d.remaining -= static_cast<std::uint32_t>(n);
       d.stream_offset += n;
@@ -268,7 +275,14 @@ std::string inst_where(int index, std::uint64_t addr, Opcode op) {
 }  // namespace
 
 void Device::run_program() {
-  stats_.layers.clear();
+  // The layers' stats are rewritten in place (their ack_order storage kept from run to run) and
+  // trimmed to the layers this run completed, also when it throws.
+  std::size_t layers_done = 0;
+  struct Trim {
+    std::vector<LayerStats>& layers;
+    const std::size_t& done;
+    ~Trim() { layers.resize(done); }
+  } trim{stats_.layers, layers_done};
   stats_.total_cycles = 0;
   const isa::SaArch& arch = config_.arch;
 
@@ -459,7 +473,12 @@ void Device::run_program() {
            inst_where(group.mega_index, zeroth.start + 32ull * group.mega_index, mega_op),
            isa::name(mega_op));
     ctx.require_output();
-    LayerStats ls;
+    if (layers_done == stats_.layers.size()) stats_.layers.emplace_back();
+    LayerStats& ls = stats_.layers[layers_done];
+    std::vector<std::string> acks = std::move(ls.ack_order);
+    acks.clear();
+    ls = LayerStats{};
+    ls.ack_order = std::move(acks);
     ls.layer_number = layer;
     ls.opcode = mega_op;
     ls.instruction_index = group.mega_index;
@@ -475,8 +494,9 @@ void Device::run_program() {
       const std::uint64_t size = dispatch_size(arch, out);
       ctx.check_dram_range(Field::OutputBlock_OutputAddr, out.output_addr, size);
       if (!config_.timing_only) {
-        const Bytes payload =
-            dram_.read(out.output_addr, size, ctx.field_name(Field::OutputBlock_OutputAddr));
+        thread_local Bytes payload;  // kept between layers and images
+        payload.resize(size);
+        dram_.read(out.output_addr, payload, "dispatch read");  // range checked above
         isa::append_dispatch_frame(dispatch_out_, out.dispatch_id, payload);
       }
       ls.dispatched = true;
@@ -492,7 +512,7 @@ void Device::run_program() {
     ls.timing.dram_write_bytes = ls.model.dram_write_bytes;
     ls.timing.macs = ls.model.macs;
     cycle += ls.model.cycles;
-    stats_.layers.push_back(std::move(ls));
+    ++layers_done;
 
     std::uint32_t kitr = out.kernel_itr;
     prev2 = prev;

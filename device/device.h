@@ -85,6 +85,9 @@ class Device {
   // Dispatch frames produced since the last call, concatenated (gati.md 5.5, 14.7):
   // FFFFFFFF | size | DispatchID | payload | FFFFFFFF 00000000 00000000.
   Bytes take_dispatch_output();
+  // The same into `into` (its previous contents are dropped), whose storage the device keeps for
+  // the next frames: a caller that passes the same buffer each image allocates nothing.
+  void take_dispatch_output(Bytes& into);
 
   const RunStats& stats() const { return stats_; }
   const Diagnostics& diagnostics() const { return diag_; }
