@@ -4,6 +4,7 @@ machine and thread count, in one run, printed as ratios, and npukit's peak resid
 command (getrusage ru_maxrss). A reported benchmark, not a test.
 
   bench/paired.py ZOO_ARCH_DIR [--images N] [--threads 1,2] [--npukit PATH] [--work DIR]
+                  [--eval-only]
 
 ZOO_ARCH_DIR holds float.onnx, calib.npy and test.npy (scripts/evidence/make_zoo.py). Measures:
   - quantize: `npukit quantize` with the calibration set against onnxruntime float (all graph
@@ -11,6 +12,8 @@ ZOO_ARCH_DIR holds float.onnx, calib.npy and test.npy (scripts/evidence/make_zoo
   - eval: `npukit eval` of the compiled int8 program (the exact device model) against
     onnxruntime's fastest int8 run (uint8 activations, all optimizations) and its int8-activation
     run with optimizations disabled (Gati's arithmetic, done the slow way), per image.
+    --eval-only leaves the quantize rows out (the int8 model is quantized once, with 1 thread,
+    unless WORK/int8.onnx exists already).
 Both wall time and CPU time (user + system) are reported: on a shared, loaded machine wall time
 includes waiting for a core, so compare CPU time there (and say so). Needs bench/ort's
 node_modules (`cd bench/ort && npm ci --ignore-scripts`).
@@ -103,6 +106,7 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--npukit", default=os.path.join(ROOT, "build", "tools", "npukit"))
     ap.add_argument("--work", default=None)
+    ap.add_argument("--eval-only", action="store_true")
     a = ap.parse_args()
     name = os.path.basename(os.path.normpath(a.arch_dir))
     work = a.work or os.path.join("/tmp", f"npukit-paired-{os.getuid()}", name)
@@ -119,7 +123,10 @@ def main():
     # session creation is.
     half = calib_n // 2
     npy_head(src("calib.npy"), half, f("calib_half.npy"))
-    for t in [int(x) for x in a.threads.split(",")]:
+    if a.eval_only and not os.path.exists(f("int8.onnx")):
+        timed([a.npukit, "quantize", src("float.onnx"), "--calib", src("calib.npy"), "-o",
+               f("int8.onnx"), "-q", "--threads", "1"])
+    for t in [] if a.eval_only else [int(x) for x in a.threads.split(",")]:
         quantize = lambda calib: timed([a.npukit, "quantize", src("float.onnx"), "--calib", calib,
                                         "-o", f("int8.onnx"), "-q", "--threads", str(t)])
         hw, hc, _ = quantize(f("calib_half.npy"))
