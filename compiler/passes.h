@@ -22,7 +22,8 @@
 //  3f. channel_copies        int8 channel shuffle (Reshape-Transpose-Reshape) and channel Slice ->
 //                            1x1 channel-copy QLinearConv (0/1 weights, requantized by exactly 1)
 //   4. check_shapes          every value a device candidate touches has a known static shape
-//   5. assign_devices        which nodes the Gati could run and which the host must, and why
+//   5. assign_devices        which nodes the Gati could run and which the host must, and why;
+//                            a final sigmoid more than 1 LSB off at its scales runs on the host
 //  5b. space_to_depth        a strided conv whose kernel is wider than the array has rows (alexnet's
 //                            11x11 s4) -> a stride-1 conv over the host's space-to-depth image
 //   6. partition             the ordered host/device segments (a segment index per node), small
