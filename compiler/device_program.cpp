@@ -226,6 +226,12 @@ DeviceProgram collect_device_program(const Context& ctx) {
     const ConvGeometry c = conv_geometry(g, n, prog.arch);
     DeviceTensor& out = prog.tensors.at(n.outputs[0]);
     out.footprint = size_of(out, c.kn);
+    // A padded conv writing a view (the last slice of a concat, lower_concat) writes past its
+    // root's channels: the root's buffer reserves those bytes.
+    if (!out.alias_of.empty()) {
+      DeviceTensor& root = prog.tensors.at(out.alias_of);
+      root.reserved = std::max(root.reserved, out.alias_offset + out.footprint);
+    }
     // A padded depthwise conv reads c.ic > C channels of its input: the buffer (the root's, for a
     // view) reserves those bytes too, so the read stays inside memory the program owns.
     DeviceTensor& in = prog.tensors.at(n.inputs[0]);

@@ -88,6 +88,8 @@ inline std::map<std::string, std::vector<std::int8_t>> run_on_reference(
     const std::map<std::string, ir::Tensor>& inputs) {
   std::vector<std::string> names;
   for (const auto& l : prog.layers) names.push_back(l.name);
+  for (const auto& n : ctx.graph.nodes)  // channel views (split_grouped_convs, lower_concat)
+    if (is_device_view(n) && ctx.on_device(n.name)) names.push_back(n.name);
   const ir::Graph sub = extract_subgraph(ctx.graph, names, prog.outputs, "device_part");
   ref::TensorMap in;
   for (const auto& name : sub.inputs) in[name] = inputs.at(name);
@@ -108,7 +110,7 @@ inline std::map<std::string, std::vector<std::int8_t>> run_unsplit_on_reference(
   const Context ctx = lower_unsplit(model, options);
   std::vector<std::string> names;
   for (const auto& n : ctx.graph.nodes)
-    if (is_gati(n) && ctx.on_device(n.name)) names.push_back(n.name);
+    if ((is_gati(n) || is_device_view(n)) && ctx.on_device(n.name)) names.push_back(n.name);
   const ir::Graph sub = extract_subgraph(ctx.graph, names, prog.outputs, "device_part");
   ref::TensorMap in;
   for (const auto& name : sub.inputs) in[name] = inputs.at(name);

@@ -1,7 +1,8 @@
 // The passes that steer around the v1.0.0 errata of the optional blocks (gati.md 14.15,
 // DECISIONS.md 19), run by lower_unsplit() right after fuse_tail (docs/compiler.md, passes 9a-9c):
 //   9a. pools_as_convs        average / global average pools -> depthwise all-ones convs
-//   9b. lower_concat          concat -> chained 1x1 copy convs (CONCAT never completes)
+//   9b. lower_concat          concat -> a view its producers write in place (whole N_SA
+//                             groups), the rest chained 1x1 copy convs (CONCAT never completes)
 //   9c. clear_resize_padding  an identity conv after a RESIZE whose padding pixel is read
 // and, later (pass 12, passes.h), pad_kernel_iterations: on 9,4,4 a conv before a conv computes
 // all-zero kernels up to an even KernelItr (reported here too, attribute kernel_count_padded).

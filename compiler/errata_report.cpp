@@ -7,6 +7,7 @@
 #include "common/bytes.h"
 #include "compiler/backend.h"
 #include "compiler/geometry.h"
+#include "compiler/passes.h"
 #include "isa/host_layout.h"
 
 #include <fmt/format.h>
@@ -19,6 +20,12 @@ namespace npukit::compiler {
 namespace {
 constexpr std::string_view kOf = "rewrite of '", kBy = "' by ",
                            kAvoiding = " avoiding v1.0.0 erratum ", kColon = ": ";
+bool is_view(const Context& ctx, const std::string& name) {
+  for (const auto& n : ctx.graph.nodes)
+    if (n.name == name) return is_device_view(n);
+  return false;
+}
+
 }  // namespace
 
 void note_errata_rewrite(Context& ctx, const std::string& layer, const std::string& original,
@@ -140,8 +147,11 @@ std::string explain_errata(const CompileResult& r, const std::vector<std::uint64
       continue;
     }
     std::uint64_t cycles = 0;
+    std::size_t count = 0;
     bool known = !layer_cycles.empty();
     for (const auto& name : rw.layers) {
+      if (is_view(r.ctx, name)) continue;  // lower_concat's in-place concat: no layer, no cycles
+      ++count;
       std::size_t i = 0;
       while (i < r.program.layers.size() && r.program.layers[i].name != name) ++i;
       if (i < r.program.layers.size() && i < layer_cycles.size())
@@ -150,11 +160,10 @@ std::string explain_errata(const CompileResult& r, const std::vector<std::uint64
         known = false;
     }
     if (known) {
-      s += fmt::format("    {} device layer(s), {} cycles on the device model\n", rw.layers.size(),
-                       cycles);
+      s += fmt::format("    {} device layer(s), {} cycles on the device model\n", count, cycles);
       all += cycles;
     } else {
-      s += fmt::format("    {} device layer(s)\n", rw.layers.size());
+      s += fmt::format("    {} device layer(s)\n", count);
     }
   }
   if (!layer_cycles.empty()) {

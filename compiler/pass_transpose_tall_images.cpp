@@ -88,7 +88,12 @@ void transpose_tall_images(Context& ctx) {
   std::set<std::string> device_nodes;
   bool tall = false, tall_transposed = false;
   for (const auto& n : g.nodes) {
-    if (!is_gati(n) || !ctx.on_device(n.name)) continue;
+    if (!ctx.on_device(n.name)) continue;
+    if (is_device_view(n)) {  // lower_concat's in-place concat: transposed like its inputs
+      device_nodes.insert(n.name);
+      continue;
+    }
+    if (!is_gati(n)) continue;
     if (!kKnown.count(n.op_type)) return;
     device_nodes.insert(n.name);
     if (n.op_type != "GatiConv") continue;

@@ -54,7 +54,8 @@
 //  errata passes (compiler/errata_passes.h), run right after 9. fuse_tail; no-ops with
 //  --allow-errata:
 //   9a. pools_as_convs       average / global average pools -> depthwise all-ones convs
-//   9b. lower_concat         concat -> chained 1x1 copy convs (CONCAT never completes)
+//   9b. lower_concat         concat -> a view its producers write in place (whole N_SA groups),
+//                            the rest chained 1x1 copy convs (CONCAT never completes)
 //   9c. clear_resize_padding an identity conv after a RESIZE whose padding pixel is read
 #pragma once
 
