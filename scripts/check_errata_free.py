@@ -13,9 +13,10 @@ must not contain what the v1.0.0 RTL gets wrong (gati.md 14.15):
 
 A float model is quantized first (`npukit quantize`) when calibration data lies beside it
 (STEM.calib.npy, calib.npy, STEM.input_0.npy); otherwise it is compiled as it is (its ops run on the
-host). A refusal is reported with the compiler's message: none is expected, since every erratum
-the compiler knows has a workaround on these two arrays except conv -> pool -> pool, which no
-fixture has.
+host). A refusal for an erratum fails, with the compiler's message: none is expected, since every
+erratum the compiler knows has a workaround on these two arrays except conv -> pool -> pool, which
+no fixture has. Other refusals (the op-coverage and import fixtures that are not device models:
+float ONNX node tests, opset-upgrade models, symbolic shapes) are listed, not failed.
 
 Usage: check_errata_free.py NPUKIT [SOURCE_DIR]   (exit 1 when any model fails; stdlib only)
 """
@@ -141,8 +142,14 @@ def main():
                 c = run([npukit, "compile", str(src), "-o", str(out), "--sa-arch", arch])
                 if c.returncode:
                     msg = (c.stderr.strip().splitlines() or ["?"])[-1]
-                    print(f"REFUSED {name}{note} {arch}: {msg}")
-                    failures += 1
+                    # Only a refusal for an erratum counts against the issue; the op-coverage and
+                    # import fixtures (float ONNX node tests, opset upgrades, symbolic shapes,
+                    # non-constant scales) are not device models and are refused for that.
+                    if "errat" in msg or "v1.0.0" in msg:
+                        print(f"REFUSED {name}{note} {arch}: {msg}")
+                        failures += 1
+                    else:
+                        print(f"not a device model: {name}{note} {arch}: {msg}")
                     continue
                 manifest = json.loads((out / "manifest.json").read_text())
                 d = run([npukit, "disasm", "--json", "--no-data", str(out / manifest["gml"])])
