@@ -210,5 +210,38 @@ TEST(Compare, ACompiledProgramsOwnOptions) {
   EXPECT_EQ(r.layers_compared(), static_cast<std::int64_t>(r.layers.size()));
 }
 
+TEST(Compare, ACompiledProgramsWeightScalesComeFromItsManifest) {
+  // perchannel_net16's convs run per channel under the default --weight-scales auto; compiled
+  // per tensor, the directory's manifest says so, and the reference lowers the model the same
+  // way: every dispatched layer equal. With auto, the per-channel reference would differ.
+  const ir::Graph model =
+      onnxio::load_onnx(std::string(NPUKIT_SOURCE_DIR) + "/fixtures/qop/perchannel_net16.onnx");
+  compiler::CompileOptions per_tensor;
+  per_tensor.weight_scales = compiler::WeightScales::kPerTensor;
+  // As `npukit compile` writes it: only the model's output dispatched (a dispatched conv output
+  // would stay per tensor under auto too).
+  const auto compiled = compiler::compile(model, per_tensor);
+  EXPECT_EQ(compiled.manifest.weight_scales, "per-tensor");
+  const auto options = options_of(compiled.manifest);
+  EXPECT_EQ(options.weight_scales, compiler::WeightScales::kPerTensor);
+  runtime::Session session(compiled.artifact());
+  ref::TensorMap feeds;
+  feeds["x"] = onnxio::tensor_from_npy(
+      read_npy(std::string(NPUKIT_SOURCE_DIR) + "/fixtures/qop/perchannel_net16.input_0.npy"), "x");
+  const CompareResult r = compare(model, options, session, feeds);
+  EXPECT_TRUE(r.pass());
+  EXPECT_FALSE(r.outputs.empty());
+  // The reference under auto lowers differently (one conv per channel group): not this program
+  // (a mismatch, or a dispatched name its lowering does not have).
+  compiler::CompileOptions wrong = options;
+  wrong.weight_scales = compiler::WeightScales::kAuto;
+  bool wrong_passes = false;
+  try {
+    wrong_passes = compare(model, wrong, session, feeds).pass();
+  } catch (const Error&) {
+  }
+  EXPECT_FALSE(wrong_passes);
+}
+
 }  // namespace
 }  // namespace npukit::analysis

@@ -85,6 +85,7 @@ compiler::CompileOptions options_of(const isa::Manifest& m, compiler::CompileOpt
   options.arch = m.arch();
   options.ramsize_mb = m.ramsize_mb;
   options.allow_errata = m.allow_errata;
+  options.weight_scales = compiler::parse_weight_scales(m.weight_scales, "manifest weight_scales");
   options.dispatch.clear();
   for (const auto& out : m.device_outputs()) options.dispatch.push_back(out.name);
   return options;

@@ -161,6 +161,7 @@ CompileResult compile(const ir::Graph& model, const CompileOptions& options) {
   m.sa_arch = options.arch.str();
   m.ramsize_mb = options.ramsize_mb;
   m.allow_errata = options.allow_errata;
+  m.weight_scales = weight_scales_name(options.weight_scales);
   m.gml_bytes = r.gml.size();
   m.model_macs = ctx.model_macs;
   m.device_macs = ctx.device_macs;

@@ -7,11 +7,23 @@
 
 namespace npukit::compiler {
 
-WeightScales parse_weight_scales(const std::string& name) {
+WeightScales parse_weight_scales(const std::string& name, const std::string& what) {
   if (name == "auto") return WeightScales::kAuto;
   if (name == "per-tensor") return WeightScales::kPerTensor;
   if (name == "per-channel") return WeightScales::kPerChannel;
-  fail("--weight-scales '{}': use auto, per-tensor or per-channel", name);
+  fail("{} '{}': use auto, per-tensor or per-channel", what, name);
+}
+
+const char* weight_scales_name(WeightScales mode) {
+  switch (mode) {
+    case WeightScales::kPerTensor:
+      return "per-tensor";
+    case WeightScales::kPerChannel:
+      return "per-channel";
+    case WeightScales::kAuto:
+      break;
+  }
+  return "auto";
 }
 
 void Context::place(const std::string& node, Placement where, std::string reason) {

@@ -27,7 +27,10 @@ inline constexpr const char* kGatiDomain = "npukit.gati";
 //                per-channel conv and per tensor does not (a bound from the weights'
 //                requantization error over the full int8 input range), else per tensor.
 enum class WeightScales { kAuto, kPerTensor, kPerChannel };
-WeightScales parse_weight_scales(const std::string& name);  // "auto", "per-tensor", "per-channel"
+// "auto", "per-tensor", "per-channel"; an error names `what` (where the name came from).
+WeightScales parse_weight_scales(const std::string& name,
+                                 const std::string& what = "--weight-scales");
+const char* weight_scales_name(WeightScales mode);  // the inverse
 
 struct CompileOptions {
   isa::SaArch arch = isa::SaArch::default_arch();

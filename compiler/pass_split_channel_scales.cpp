@@ -209,9 +209,7 @@ void split_channel_scales(Context& ctx) {
     const bool split =
         why_not.empty() && mode != WeightScales::kPerTensor &&
         (mode == WeightScales::kPerChannel || (tensor_bound >= 1.0 && channel_bound < 1.0));
-    const std::string mode_name = mode == WeightScales::kAuto        ? "auto"
-                                  : mode == WeightScales::kPerTensor ? "per-tensor"
-                                                                     : "per-channel";
+    const std::string mode_name = weight_scales_name(mode);
     std::string note;
     if (!why_not.empty()) {
       note = fmt::format(

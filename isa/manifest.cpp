@@ -141,6 +141,7 @@ std::string manifest_to_json(const Manifest& m) {
   j["sa_arch"] = m.sa_arch;
   j["ramsize_mb"] = m.ramsize_mb;
   j["allow_errata"] = m.allow_errata;
+  j["weight_scales"] = m.weight_scales;
   j["gml"] = m.gml;
   j["gml_bytes"] = m.gml_bytes;
   auto list = [](const std::vector<ManifestTensor>& v) {
@@ -216,6 +217,7 @@ Manifest manifest_from_json(const std::string& text, const std::string& what) {
   (void)SaArch::parse(m.sa_arch);
   m.ramsize_mb = r.opt<std::uint64_t>(j, "ramsize_mb", 512, "");
   m.allow_errata = r.opt<bool>(j, "allow_errata", false, "");
+  m.weight_scales = r.opt<std::string>(j, "weight_scales", "auto", "");
   m.gml = r.get<std::string>(j, "gml", "");
   m.gml_bytes = r.opt<std::uint64_t>(j, "gml_bytes", 0, "");
   m.inputs = r.tensors(j, "inputs", "");

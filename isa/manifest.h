@@ -82,6 +82,10 @@ struct Manifest {
   std::string sa_arch = "9,8,8";
   std::uint64_t ramsize_mb = 512;
   bool allow_errata = false;
+  // How convs with per-channel weight scales were compiled (compiler::WeightScales by name:
+  // "auto", "per-tensor", "per-channel"; --weight-scales): the reference of a compiled
+  // directory (`npukit compare DIR --onnx`) lowers the model with it.
+  std::string weight_scales = "auto";
   std::string gml = "model.gml";
   std::uint64_t gml_bytes = 0;
   std::vector<ManifestTensor> inputs, outputs;  // the model's own (as the host sees them)

@@ -12,6 +12,7 @@ Manifest sample() {
   m.model = "lenet";
   m.sa_arch = "9,4,4";
   m.ramsize_mb = 256;
+  m.weight_scales = "per-channel";
   m.gml_bytes = 6000;
   m.inputs = {{"image", {1, 1, 8, 8}, "float32"}};
   m.outputs = {{"logits", {1, 10}, "float32"}};
@@ -89,6 +90,7 @@ TEST(Manifest, ReadsVersion1AsSegments) {
   EXPECT_EQ(m.segments[1].zeroth_start(), 32u);
   EXPECT_EQ(m.segments[1].zeroth_end(), 160u);
   EXPECT_EQ(m.segments[2].host->outputs, (std::vector<std::string>{"y"}));
+  EXPECT_EQ(m.weight_scales, "auto");  // written before the manifest recorded it
 }
 
 std::string error_of(const std::string& text) {

@@ -38,10 +38,11 @@ void add_program_options(CLI::App& sub, ProgramOptions& o) {
                          ->capture_default_str();
   sub.add_flag("--allow-errata", o.allow_errata,
                "emit programs that hit known v1.0.0 hardware errata (simulation only)");
-  sub.add_option("--weight-scales", o.weight_scales,
-                 "convs with per-channel weight scales: auto | per-tensor | per-channel "
-                 "(docs/quantization.md)")
-      ->capture_default_str();
+  o.weight_scales_option =
+      sub.add_option("--weight-scales", o.weight_scales,
+                     "convs with per-channel weight scales: auto | per-tensor | per-channel "
+                     "(docs/quantization.md)")
+          ->capture_default_str();
   sub.add_option("--dispatch", o.dispatch, "also dispatch these layers' outputs (names)")
       ->delimiter(',');
 }
@@ -111,6 +112,13 @@ std::string ensure_program_dir(const std::string& path, const ProgramOptions& op
         options.ramsize_mb != m.ramsize_mb)
       fail("--ramsize {}: '{}' was compiled for {} MB of DRAM; recompile it or drop --ramsize",
            options.ramsize_mb, path, m.ramsize_mb);
+    if (options.weight_scales_option && options.weight_scales_option->count() > 0 &&
+        compiler::parse_weight_scales(options.weight_scales) !=
+            compiler::parse_weight_scales(m.weight_scales, "manifest weight_scales"))
+      fail(
+          "--weight-scales {}: '{}' was compiled with --weight-scales {}; recompile it or drop "
+          "--weight-scales",
+          options.weight_scales, path, m.weight_scales);
     if (!options.input_shapes.empty())
       fail(
           "--input-shape {}: '{}' was compiled with fixed shapes; give it to `npukit compile` "

@@ -25,6 +25,7 @@ struct ProgramOptions {
   // directory must then match them).
   const CLI::Option* sa_arch_option = nullptr;
   const CLI::Option* ramsize_option = nullptr;
+  const CLI::Option* weight_scales_option = nullptr;
   // --input-shape NAME=1,3,320,320 (add_input_shape_option), for an ONNX model only.
   std::vector<std::string> input_shapes;
   // The shapes of the data the command feeds, by input name ("" = the model's only input): an

@@ -231,6 +231,11 @@ TEST(RobustCli, ACompiledProgramRefusesADifferentArray) {
       "run " + dir + " --sa-arch 9,4,4 --input x=" + x + " -o " + (d / "out").string(),
       "was compiled for a 9,8,8 array");
   EXPECT_FALSE(fs::exists(d / "out"));
+  // --weight-scales too: the manifest records what the program was compiled with.
+  expect_clean_error(
+      "run " + dir + " --weight-scales per-channel --input x=" + x + " -o " + (d / "out").string(),
+      "was compiled with --weight-scales auto");
+  EXPECT_FALSE(fs::exists(d / "out"));
 }
 
 // ---- 5. no partial output ---------------------------------------------------------------------
