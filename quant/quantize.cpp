@@ -93,7 +93,12 @@ float percentile_threshold(const std::vector<std::uint64_t>& bins, float range, 
 namespace {
 
 // Replaces zeros by a small epsilon (taking the mass from the non-zero entries) so the KL
-// divergence stays finite; returns false when the distribution is all zeros.
+// divergence stays finite; returns false when the distribution is all zeros. On counts, not on
+// probabilities: every non-zero count is at least 1 (Q's averages too) and the mass taken is at
+// most kEps x bins < 1, so no entry turns negative. Smoothed after normalizing, a bin holding
+// one value of a million (1e-6) went negative as soon as a tenth of the bins were empty, KL was
+// NaN, and every candidate that kept a sparse tail was skipped: T was cut to where the tail began
+// (mobilenet_v3_large, cosine against float 0.405).
 bool smooth(std::vector<double>& p) {
   constexpr double kEps = 1e-4;
   std::size_t zeros = std::count(p.begin(), p.end(), 0.0);
@@ -120,13 +125,14 @@ float entropy_threshold(const std::vector<std::uint64_t>& bins, float range, int
     double outliers = 0;
     for (std::size_t k = i; k < n; ++k) outliers += static_cast<double>(bins[k]);
     p[i - 1] += outliers;
-    // Candidate: the same i bins merged into `levels` groups (the last group takes the
-    // remainder), each group's count spread evenly over its non-empty bins.
+    // Candidate: the same i bins merged into `levels` groups of floor or ceil(i / levels) bins
+    // (group j holds bins [j i / levels, (j + 1) i / levels)), each group's count spread evenly
+    // over its non-empty bins. A last group taking the whole remainder (up to 2x the others)
+    // smeared the largest values, so multiples of `levels` won: T snapped to them.
     std::vector<double> q(i, 0.0);
-    const std::size_t merged = i / levels;
     for (std::size_t j = 0; j < levels; ++j) {
-      std::size_t start = j * merged;
-      std::size_t stop = j + 1 == levels ? i : start + merged;
+      const std::size_t start = j * i / levels;
+      const std::size_t stop = (j + 1) * i / levels;
       double sum = 0;
       std::size_t nonempty = 0;
       for (std::size_t k = start; k < stop; ++k) {
@@ -143,12 +149,11 @@ float entropy_threshold(const std::vector<std::uint64_t>& bins, float range, int
     // non-empty bin gave Q = P, KL = 0, and T = 0.24 clipped every value (mobilenet_v3 cosine
     // 0.21 against float).
     const double total = std::accumulate(p.begin(), p.end(), 0.0);
-    if (total > 0)
-      for (std::size_t k = 0; k < i; ++k) {
-        p[k] /= total;
-        q[k] /= total;
-      }
     if (!smooth(p) || !smooth(q)) continue;
+    for (std::size_t k = 0; k < i; ++k) {
+      p[k] /= total;
+      q[k] /= total;
+    }
     double kl = 0;
     for (std::size_t k = 0; k < i; ++k) kl += p[k] * std::log(p[k] / q[k]);
     if (kl <= best_kl) {  // ties: the larger T, which clips less
@@ -272,6 +277,32 @@ Graph fold_batch_norm(const Graph& graph) {
   return g;
 }
 
+float signed_entropy_threshold(const std::vector<std::uint64_t>& bins,
+                               const std::vector<std::uint64_t>& negative, std::uint64_t zeros,
+                               float range, int quantized_bins) {
+  if (negative.size() != bins.size())
+    fail("entropy calibration: {} negative bins for {} bins", negative.size(), bins.size());
+  std::vector<std::uint64_t> positive(bins.size());
+  for (std::size_t k = 0; k < bins.size(); ++k) positive[k] = bins[k] - negative[k];
+  positive[0] -= std::min(positive[0], zeros);
+  float t = 0;
+  const std::vector<std::uint64_t>* sides[] = {&positive, &negative};
+  for (const auto* side : sides) {
+    // Searched up to the side's own largest value (its last non-empty bin, after the merge): on
+    // the whole range, a side of small values (SiLU's negatives) tied on every candidate past
+    // them and took the largest, the full range.
+    std::vector<std::uint64_t> h = entropy_histogram(*side, quantized_bins);
+    const auto last = std::find_if(h.rbegin(), h.rend(), [](std::uint64_t c) { return c != 0; });
+    if (last == h.rend()) continue;
+    const auto kept = static_cast<std::size_t>(h.rend() - last);
+    const float side_range = static_cast<float>(
+        static_cast<double>(range) * static_cast<double>(kept) / static_cast<double>(h.size()));
+    h.resize(kept);
+    t = std::max(t, entropy_threshold(h, side_range, quantized_bins));
+  }
+  return t > 0 ? t : range;
+}
+
 std::vector<std::uint64_t> entropy_histogram(const std::vector<std::uint64_t>& bins,
                                              int quantized_bins) {
   std::vector<std::uint64_t> h = bins;
@@ -291,8 +322,9 @@ namespace {
 
 struct Stats {
   float max_abs = 0;
-  std::vector<std::uint64_t> bins;
-  std::uint64_t zeros = 0;  // exact zeros (also counted in bins[0])
+  std::vector<std::uint64_t> bins;      // |x| of every value
+  std::vector<std::uint64_t> negative;  // |x| of the negative values (also counted in bins)
+  std::uint64_t zeros = 0;              // exact zeros (also counted in bins[0])
 };
 
 template <typename Fn>
@@ -328,8 +360,11 @@ void accumulate(Stats& s, const std::string& name, const std::string& where, int
   } else if (s.max_abs > 0) {
     const double per_unit = static_cast<double>(s.bins.size()) / s.max_abs;
     const double last = static_cast<double>(s.bins.size() - 1);
+    const bool signs = !s.negative.empty();  // entropy calibration only
     for (std::size_t i = 0; i < n; ++i) {
-      ++s.bins[static_cast<std::size_t>(std::min(last, std::fabs(p[i]) * per_unit))];
+      const auto bin = static_cast<std::size_t>(std::min(last, std::fabs(p[i]) * per_unit));
+      ++s.bins[bin];
+      if (signs) s.negative[bin] += p[i] < 0.0f;
       s.zeros += p[i] == 0.0f;
     }
   }
@@ -389,8 +424,10 @@ std::map<std::string, float> calibrate(const Graph& graph,
 
   observe(0);
   if (histograms) {
-    for (auto& [name, s] : stats)
+    for (auto& [name, s] : stats) {
       s.bins.assign(static_cast<std::size_t>(options.histogram_bins), 0);
+      if (options.method == Calibration::kEntropy) s.negative.assign(s.bins.size(), 0);
+    }
     observe(1);
   }
 
@@ -404,10 +441,7 @@ std::map<std::string, float> calibrate(const Graph& graph,
       // information about T; left in, their spike in bin 0 dominates KL(P || Q) as soon as bin 0
       // is merged with others, and the minimum moves to the smallest candidates (T ~ max / 16):
       // a Relu of a Gaussian was clipped at 1.8 sigma instead of 3.6.
-      std::vector<std::uint64_t> nonzero = s.bins;
-      nonzero[0] -= s.zeros;
-      t = entropy_threshold(entropy_histogram(nonzero, options.quantized_bins), s.max_abs,
-                            options.quantized_bins);
+      t = signed_entropy_threshold(s.bins, s.negative, s.zeros, s.max_abs, options.quantized_bins);
     }
     thresholds[name] = t;
   }
