@@ -74,11 +74,11 @@ struct QuantInfo {
   std::int64_t zero_point = 0;
 };
 
-// The model's own weights of a conv with per-channel weight scales, recorded by
-// normalize_quantization (which requantizes them per tensor) for split_channel_scales.
+// The model's own weights of a conv or FC (Gemm, MatMul) with per-channel weight scales, recorded
+// by normalize_quantization (which requantizes them per tensor) for split_channel_scales.
 struct ChannelWeights {
-  ir::Shape shape;             // [KN, C / group, kh, kw]
-  std::vector<float> weights;  // float values (q - z) * s_k, OIHW
+  ir::Shape shape;             // conv [KN, C / group, kh, kw]; FC [N, K] (outputs, inputs)
+  std::vector<float> weights;  // float values (q - z) * s_k, OIHW or [N, K]
   std::vector<float> scales;   // the model's scale of each output channel
   std::vector<float> bias;     // float bias per output channel (empty: none)
   // Filled by lower_to_gati: the conv's native input scale, per-tensor weight scale and
@@ -94,7 +94,8 @@ struct Context {
   // Original node names in the order the passes recorded them (for --explain).
   std::vector<std::string> placement_order;
   std::vector<std::string> warnings;
-  // Convs whose model weights had per-channel scales, by conv node name (normalize_quantization).
+  // Convs and FCs whose model weights had per-channel scales, by node name
+  // (normalize_quantization).
   std::map<std::string, ChannelWeights> channel_weights;
   // Every quantized value's scale and zero point, read after canonicalize_qdq (before lowering
   // replaces the ops that state them): what the manifest tells the runtime about boundary tensors.

@@ -86,14 +86,17 @@ DeviceProgram collect_device_program(const Context& ctx) {
     }
   }
   // A view's tensor aliases its root at the byte offset of its first channel (whole N_SA groups,
-  // gati.md 6.1: each group of N_SA channels is one contiguous P' * N_SA byte range).
+  // gati.md 6.1: each group of N_SA channels is one contiguous P' * N_SA byte range; an FC vector
+  // is linear, one byte per output, and split_channel_scales cuts it at multiples of 32).
   auto alias = [&](DeviceTensor& d) {
     auto it = views.find(d.name);
     if (it == views.end()) return;
     const auto& [root, c0] = it->second;
     const ir::Tensor& rt = g.tensor(root);
     d.alias_of = root;
-    d.alias_offset = isa::activation_bytes(c0, rt.shape.at(2), rt.shape.at(3), prog.arch);
+    d.alias_offset = d.kind == TensorKind::kVector
+                         ? static_cast<std::uint64_t>(c0)
+                         : isa::activation_bytes(c0, rt.shape.at(2), rt.shape.at(3), prog.arch);
   };
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
@@ -157,7 +160,7 @@ DeviceProgram collect_device_program(const Context& ctx) {
     alias(d);
     if (!d.alias_of.empty() && !prog.tensors.count(d.alias_of)) {
       // The first piece writing into a view's root: the root's buffer starts to live here.
-      DeviceTensor root = make_tensor(g.tensor(d.alias_of), false);
+      DeviceTensor root = make_tensor(g.tensor(d.alias_of), d.kind == TensorKind::kVector);
       root.produced_at = index;
       root.last_used_at = index;
       prog.tensors[root.name] = root;

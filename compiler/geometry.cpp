@@ -189,4 +189,12 @@ double conv_cycles_estimate(std::int64_t c, std::int64_t kn, std::int64_t pixels
          macs / (kEfficiency * static_cast<double>(arch.rows * arch.cols * arch.n_sa));
 }
 
+double fc_cycles_estimate(std::int64_t k, std::int64_t n) {
+  constexpr double kLayer = 90.6, kFcStream = 1.4728, kOutputBeat = 0.7469;
+  const std::int64_t blocks = (n + isa::kFcEngineCols - 1) / isa::kFcEngineCols;
+  const std::int64_t rows = (k + 31) / 32 * 32;
+  return kLayer + static_cast<double>(blocks * rows) * kFcStream +
+         static_cast<double>(blocks) * kOutputBeat;
+}
+
 }  // namespace npukit::compiler

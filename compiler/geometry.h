@@ -42,6 +42,11 @@ ConvGeometry conv_geometry(const ir::Graph& g, const ir::Node& conv, const isa::
 double conv_cycles_estimate(std::int64_t c, std::int64_t kn, std::int64_t pixels, std::int64_t area,
                             const ConvGeometry& geo, const isa::SaArch& arch);
 
+// Estimated cycles of an FC layer with k inputs and n outputs: the fitted per-layer constant, the
+// FC engine's stream (every input row once per block of 32 outputs, gati.md 3.2) and the output
+// beats (device/timing_table.inc's layer, fc_stream and output_beat; split_channel_scales).
+double fc_cycles_estimate(std::int64_t k, std::int64_t n);
+
 // The same conv on the transposed image with the transposed kernel (height and width swapped).
 ConvGeometry transposed(ConvGeometry c);
 

@@ -234,6 +234,11 @@ void lower_to_gati(Context& ctx) {
       const double m =
           constant_float(g, n, 1) * constant_float(g, n, 4) / constant_float(g, n, qgemm ? 7 : 6);
       set_tail(f, choose_scale_shift(m, what));
+      if (auto it = ctx.channel_weights.find(n.name); it != ctx.channel_weights.end()) {
+        it->second.x_scale = constant_float(g, n, 1);  // for split_channel_scales
+        it->second.tensor_scale = constant_float(g, n, 4);
+        it->second.multiplier = m;
+      }
       out.push_back(std::move(f));
     } else if (op == "Flatten" || op == "Reshape") {
       continue;  // folded into the FC that consumes it (checked by assign_devices)

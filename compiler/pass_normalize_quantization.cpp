@@ -414,22 +414,41 @@ class Normalizer {
     }
   }
 
-  // A Conv reading per-channel weights (scales along axis 0, its output channels): its float
-  // weights, the model's channel scales and its float bias, for split_channel_scales.
+  // A Conv reading per-channel weights (scales along axis 0, its output channels), or a Gemm or
+  // MatMul reading them along its output axis (Gemm transB = 1: axis 0 of B [N, K]; transB = 0 and
+  // MatMul: axis 1 of B [K, N]): its float weights (output channel major), the model's channel
+  // scales and its float bias, for split_channel_scales.
   void record_channel_weights(const Node& dq, const Tensor& w, const QParams& p,
                               const std::vector<float>& values) {
     std::int64_t axis = dq.get_int("axis", 1);
     if (axis < 0) axis += static_cast<std::int64_t>(w.shape.size());
-    if (axis != 0 || w.shape.size() != 4) return;
     for (const Node* c : g_.consumers(dq.outputs.at(0))) {
-      if (c->op_type != "Conv" || !is_onnx(*c) || c->inputs.size() < 2 ||
-          c->inputs[1] != dq.outputs[0] || c->name.empty())
+      if (!is_onnx(*c) || c->inputs.size() < 2 || c->inputs[1] != dq.outputs[0] || c->name.empty())
         continue;
       ChannelWeights cw;
-      cw.shape = w.shape;
-      cw.weights = values;
       cw.scales = p.scales;
-      if (c->inputs.size() > 2 && !c->inputs[2].empty()) {
+      if (c->op_type == "Conv" && axis == 0 && w.shape.size() == 4) {
+        cw.shape = w.shape;
+        cw.weights = values;
+      } else if ((c->op_type == "Gemm" || c->op_type == "MatMul") && w.shape.size() == 2) {
+        const bool trans_b = c->op_type == "Gemm" && c->get_int("transB", 0) != 0;
+        if (c->op_type == "Gemm" &&
+            (c->get_int("transA", 0) != 0 || c->get_float("alpha", 1.f) != 1.f))
+          continue;
+        if (axis != (trans_b ? 0 : 1)) continue;
+        const std::int64_t kn = trans_b ? w.shape[0] : w.shape[1],
+                           k = trans_b ? w.shape[1] : w.shape[0];
+        cw.shape = {kn, k};
+        cw.weights.resize(values.size());
+        for (std::int64_t o = 0; o < kn; ++o)
+          for (std::int64_t i = 0; i < k; ++i)
+            cw.weights[static_cast<std::size_t>(o * k + i)] =
+                values[static_cast<std::size_t>(trans_b ? o * k + i : i * kn + o)];
+      } else {
+        continue;
+      }
+      const std::int64_t kn = cw.shape[0];
+      if (c->op_type != "MatMul" && c->inputs.size() > 2 && !c->inputs[2].empty()) {
         const std::string& b = c->inputs[2];
         if (const Tensor* f = constant(g_, b); f && f->dtype == DType::kFloat32) {
           cw.bias = ir::to_float_vector(*f);
@@ -441,7 +460,7 @@ class Normalizer {
         } else {
           continue;  // a bias split_channel_scales could not rescale
         }
-        if (static_cast<std::int64_t>(cw.bias.size()) != w.shape[0]) continue;
+        if (static_cast<std::int64_t>(cw.bias.size()) != kn) continue;
       }
       ctx_.channel_weights[c->name] = std::move(cw);
     }

@@ -1,8 +1,9 @@
-// Pass 10c, split_channel_scales: a conv whose model gave its weights one scale per output channel
-// (torch's and onnxruntime's quantizers do by default) has, on the ONNX side, one requantization
-// multiplier per output channel, x_scale * w_scale[k] / y_scale. The Gati has one QuantScale per
-// instruction. normalize_quantization requantized such weights to one scale (max |w| / 127) and
-// recorded the model's own weights (Context::channel_weights); this pass decides, per conv, between
+// Pass 10c, split_channel_scales: a conv or FC whose model gave its weights one scale per output
+// channel (torch's and onnxruntime's quantizers do by default) has, on the ONNX side, one
+// requantization multiplier per output channel, x_scale * w_scale[k] / y_scale. The Gati has one
+// QuantScale per instruction. normalize_quantization requantized such weights to one scale (max |w|
+// / 127) and recorded the model's own weights (Context::channel_weights); this pass decides, per
+// conv, between
 //
 //   per tensor   the requantized weights, one instruction (as lowered), and
 //   per channel  one instruction per output-channel group: runs of whole N_SA channel groups (on
@@ -13,6 +14,11 @@
 //                QuantScale ~ x_scale S_g / y_scale; it writes its channels of the output as a
 //                view (Concat alias at a byte offset, as split_grouped_convs does), so no copy.
 //                A depthwise conv's group also reads a Slice view of its input channels.
+//                An FC (GatiFC from QGemm/QLinearMatMul) splits the same way in blocks of 32
+//                outputs (the FC engine writes 32-byte beats, so each group starts 32-byte aligned
+//                right after the previous one's outputs in the vector). An FC whose output only
+//                the host reads (a graph output, typically the classifier) has no device view to
+//                write into: each group is a device output and a host Concat joins them.
 //
 // Error bound, in steps of the layer's output: E = 128 x_scale / y_scale * max_k sum_i
 // |w_ki - S round(w_ki / S)| (S the scale the weights run at; an input of at most 128 steps in
@@ -23,7 +29,8 @@
 // on fixtures/qop/perchannel_net: 74 % vs 76 % of outputs equal to onnxruntime, 2.5x the
 // instructions). per-tensor and per-channel force either. The choice, both bounds and both cycle
 // estimates (conv_cycles_estimate) are in the conv's --explain line and a compiler warning.
-// Left per tensor, with the reason: a conv whose output leaves the device or is dispatched, is
+// Left per tensor, with the reason: a conv whose output leaves the device (an FC's may, see above)
+// or is dispatched, is
 // read by a host op or a view, accumulates int32 sums, has a fused global pool or LeakyReLU, whose
 // input is not made by a device layer (depthwise), or whose channels are not whole groups.
 #include "compiler/geometry.h"
@@ -88,16 +95,21 @@ void split_channel_scales(Context& ctx) {
   leaves.insert(ctx.options.dispatch.begin(), ctx.options.dispatch.end());
   const std::int64_t kn_align =
       (!ctx.options.allow_errata && arch == isa::kArch9x4x4) ? 2 * arch.cols : 1;
-  const std::int64_t unit = std::lcm(static_cast<std::int64_t>(arch.n_sa), kn_align);
+  const std::int64_t conv_unit = std::lcm(static_cast<std::int64_t>(arch.n_sa), kn_align);
   std::vector<ir::Node> out;
   for (const ir::Node& n : g.nodes) {
     const auto it = ctx.channel_weights.find(n.name);
-    if (n.op_type != "GatiConv" || it == ctx.channel_weights.end() || !ctx.on_device(n.name) ||
-        it->second.multiplier <= 0) {
+    const bool fc = n.op_type == "GatiFC";
+    if ((n.op_type != "GatiConv" && !fc) || it == ctx.channel_weights.end() ||
+        !ctx.on_device(n.name) || it->second.multiplier <= 0) {
       out.push_back(n);
       continue;
     }
     const ChannelWeights& cw = it->second;
+    // An FC writes its outputs in blocks of 32 (one 32-byte beat, gati.md 6.1): a group of whole
+    // blocks starts at a 32-byte aligned address, right after the previous group's outputs.
+    const std::int64_t unit = fc ? std::int64_t{isa::kFcEngineCols} : conv_unit;
+    const char* what = fc ? "FC" : "conv";
     const ir::Tensor& w = g.tensor(n.inputs[1]);
     const std::int64_t KN = w.shape.at(0),
                        per = ir::element_count(w.shape) / std::max<std::int64_t>(KN, 1);
@@ -114,7 +126,7 @@ void split_channel_scales(Context& ctx) {
     std::string why_not;
     std::vector<float> wf = cw.weights;
     if (static_cast<std::int64_t>(wf.size()) != ir::element_count(w.shape) ||
-        cw.shape.size() != 4) {
+        cw.shape.size() != (fc ? 2u : 4u)) {
       why_not = "its weights changed shape after normalize_quantization";
     } else {
       const auto* q = w.as<std::int8_t>();
@@ -123,10 +135,8 @@ void split_channel_scales(Context& ctx) {
           if (requantize(v[i], S) != q[i]) return false;
         return true;
       };
-      if (!matches(wf)) {
-        wf = transposed_oihw(cw.weights, cw.shape);
-        if (!matches(wf)) why_not = "its weights changed after normalize_quantization";
-      }
+      if (!matches(wf) && !fc) wf = transposed_oihw(cw.weights, cw.shape);
+      if (!matches(wf)) why_not = "its weights changed after normalize_quantization";
     }
     const double tensor_bound =
         why_not.empty()
@@ -151,12 +161,23 @@ void split_channel_scales(Context& ctx) {
     if (why_not.empty() && pieces.size() < 2)
       why_not = "all its output-channel groups have the same scale";
     const ir::Node* p = g.producer(n.inputs[0]);
+    // An FC whose output only the host reads (a graph output, a host op): its groups are device
+    // outputs each, concatenated on the host (exact: int8 values side by side).
+    bool host_concat = false;
     if (why_not.empty()) {
       const bool acc = n.inputs.size() > 3 && !n.inputs[3].empty();
-      bool consumers_ok = true;
-      for (const auto* c : g.consumers(n.outputs[0]))
+      bool consumers_ok = true, device_reads = false;
+      for (const auto* c : g.consumers(n.outputs[0])) {
         consumers_ok = consumers_ok && ctx.on_device(c->name) && is_gati(*c);
-      if (leaves.count(n.name) || leaves.count(n.outputs[0]))
+        device_reads = device_reads || ctx.on_device(c->name);
+      }
+      const bool dispatched = std::find(ctx.options.dispatch.begin(), ctx.options.dispatch.end(),
+                                        n.name) != ctx.options.dispatch.end() ||
+                              std::find(ctx.options.dispatch.begin(), ctx.options.dispatch.end(),
+                                        n.outputs[0]) != ctx.options.dispatch.end();
+      if (fc && !dispatched && !device_reads) {
+        host_concat = true;
+      } else if (leaves.count(n.name) || leaves.count(n.outputs[0]))
         why_not = "its output leaves the device";
       else if (!consumers_ok)
         why_not = "its output is read by a host op or a view";
@@ -197,13 +218,19 @@ void split_channel_scales(Context& ctx) {
       channel_bound = steps_per_weight * worst_channel_error(wf, KN, per, [&](std::int64_t k) {
                         return scale_of[static_cast<std::size_t>(k)];
                       });
-      const ConvGeometry geo = conv_geometry(g, n, arch);
-      const ir::Tensor& yt = g.tensor(n.outputs[0]);
-      const std::int64_t pixels = yt.shape.size() == 4 ? yt.shape[2] * yt.shape[3] : 1;
-      const std::int64_t area = w.shape[2] * w.shape[3];
-      tensor_cycles = conv_cycles_estimate(w.shape[1], KN, pixels, area, geo, arch);
-      for (const Piece& pc : pieces)
-        channel_cycles += conv_cycles_estimate(w.shape[1], pc.k1 - pc.k0, pixels, area, geo, arch);
+      if (fc) {
+        tensor_cycles = fc_cycles_estimate(per, KN);
+        for (const Piece& pc : pieces) channel_cycles += fc_cycles_estimate(per, pc.k1 - pc.k0);
+      } else {
+        const ConvGeometry geo = conv_geometry(g, n, arch);
+        const ir::Tensor& yt = g.tensor(n.outputs[0]);
+        const std::int64_t pixels = yt.shape.size() == 4 ? yt.shape[2] * yt.shape[3] : 1;
+        const std::int64_t area = w.shape[2] * w.shape[3];
+        tensor_cycles = conv_cycles_estimate(w.shape[1], KN, pixels, area, geo, arch);
+        for (const Piece& pc : pieces)
+          channel_cycles +=
+              conv_cycles_estimate(w.shape[1], pc.k1 - pc.k0, pixels, area, geo, arch);
+      }
     }
     const WeightScales mode = ctx.options.weight_scales;
     const bool split =
@@ -220,11 +247,12 @@ void split_channel_scales(Context& ctx) {
       note = fmt::format(
           "weights {} (--weight-scales {}): per tensor ~{:.0f} cycles, an output off by at most "
           "{:.2f} steps; per channel {} instructions with their own QuantScale, ~{:.0f} cycles, at "
-          "most {:.2f} steps (split_channel_scales)",
+          "most {:.2f} steps{} (split_channel_scales)",
           split ? "per channel" : "per tensor", mode_name, tensor_cycles, tensor_bound,
-          pieces.size(), channel_cycles, channel_bound);
+          pieces.size(), channel_cycles, channel_bound,
+          host_concat ? ", their outputs concatenated on the host" : "");
     }
-    ctx.warnings.push_back("conv '" + n.name + "': " + note);
+    ctx.warnings.push_back(fmt::format("{} '{}': {}", what, n.name, note));
     const std::string base_reason =
         ctx.placement.count(n.name) ? ctx.placement.at(n.name).reason : std::string();
     if (!split) {
@@ -245,6 +273,7 @@ void split_channel_scales(Context& ctx) {
     cat.name = unique_name(g, n.name + "_channels");
     cat.attributes["axis"] = std::int64_t{1};
     cat.outputs = {n.outputs[0]};
+    const auto y_quant = ctx.quantization.find(n.outputs[0]);
     for (std::size_t q = 0; q < pieces.size(); ++q) {
       const Piece& pc = pieces[q];
       const std::int64_t pk = pc.k1 - pc.k0;
@@ -271,10 +300,10 @@ void split_channel_scales(Context& ctx) {
       for (std::int64_t i = 0; i < pk * per; ++i)
         wq[static_cast<std::size_t>(i)] =
             requantize(wf[static_cast<std::size_t>(pc.k0 * per + i)], pc.scale);
-      piece.inputs = {x,
-                      add_constant(g, piece.name + "_weight", ir::DType::kInt8,
-                                   {pk, w.shape[1], w.shape[2], w.shape[3]}, wq.data()),
-                      ""};
+      ir::Shape piece_shape = w.shape;
+      piece_shape[0] = pk;
+      piece.inputs = {
+          x, add_constant(g, piece.name + "_weight", ir::DType::kInt8, piece_shape, wq.data()), ""};
       if (!bias_q.empty())
         piece.inputs[2] =
             add_constant(g, piece.name + "_bias", ir::DType::kInt32, {pk}, bias_q.data() + pc.k0);
@@ -282,15 +311,24 @@ void split_channel_scales(Context& ctx) {
           choose_scale_shift(cw.multiplier * pc.scale / S * ratio, "layer '" + piece.name + "'");
       piece.attributes["quant_scale"] = qs.scale;
       piece.attributes["quant_shift"] = qs.shift;
-      piece.outputs = {
-          add_value(g, piece.name + "_out", yt.dtype, {yt.shape[0], pk, yt.shape[2], yt.shape[3]})};
+      ir::Shape out_shape = yt.shape;
+      out_shape.at(1) = pk;
+      piece.outputs = {add_value(g, piece.name + "_out", yt.dtype, out_shape)};
+      if (y_quant != ctx.quantization.end()) ctx.quantization[piece.outputs[0]] = y_quant->second;
       place(piece.name, fmt::format("output channels {}..{} of '{}' at weight scale {:.6g}; {}",
                                     pc.k0, pc.k1 - 1, n.name, pc.scale, note));
       cat.inputs.push_back(piece.outputs[0]);
       out.push_back(std::move(piece));
     }
-    place(cat.name, "view: the per-channel groups of '" + n.name +
-                        "' write side by side into its output (split_channel_scales)");
+    if (host_concat) {
+      ctx.place(cat.name, Placement::kHost,
+                "host: the outputs of the per-channel groups of '" + n.name +
+                    "' side by side (split_channel_scales; the host reads them anyway)");
+      ctx.segment_of[cat.name] = segment + 1;
+    } else {
+      place(cat.name, "view: the per-channel groups of '" + n.name +
+                          "' write side by side into its output (split_channel_scales)");
+    }
     ctx.place(n.name, Placement::kDevice, base_reason + "; " + note);
     out.push_back(std::move(cat));
   }

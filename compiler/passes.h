@@ -38,9 +38,11 @@
 //  10. transpose_tall_images a device part with tall 3x3 convs (a v1.0.0 hang) runs sideways
 //  10b. split_grouped_convs  a block-diagonal grouped conv -> one conv per m groups reading and
 //                            writing channel views (Slice/Concat aliases, no copy), by cycles
-//  10c. split_channel_scales  a conv with per-channel weight scales in the model -> one conv per
-//                            output-channel group with its own QuantScale writing channel views,
-//                            or per-tensor weights; by error bound (--weight-scales) and cycles
+//  10c. split_channel_scales  a conv or FC with per-channel weight scales in the model -> one
+//                            conv/FC per output-channel group with its own QuantScale writing
+//                            channel views (an FC read only by the host: device outputs
+//                            concatenated on the host), or per-tensor weights; by error bound
+//                            (--weight-scales) and cycles
 //  11. split_kernels         kernels taller than the array -> row bands accumulated via acc input
 //  12. pad_kernel_iterations 9,4,4: a conv (depthwise too) before a conv padded to an even
 //                            KernelItr (erratum)
