@@ -39,9 +39,10 @@ void add_program_options(CLI::App& sub, ProgramOptions& o) {
   sub.add_flag("--allow-errata", o.allow_errata,
                "emit programs that hit known v1.0.0 hardware errata (simulation only)");
   o.weight_scales_option =
-      sub.add_option("--weight-scales", o.weight_scales,
-                     "convs with per-channel weight scales: auto | per-tensor | per-channel "
-                     "(docs/quantization.md)")
+      sub.add_option(
+             "--weight-scales", o.weight_scales,
+             "convs and FCs with per-channel weight scales: auto | per-tensor | per-channel "
+             "(docs/quantization.md)")
           ->capture_default_str();
   sub.add_option("--dispatch", o.dispatch, "also dispatch these layers' outputs (names)")
       ->delimiter(',');

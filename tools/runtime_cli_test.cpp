@@ -2,6 +2,7 @@
 // into a temporary directory first), and their errors for bad inputs.
 #include "common/npy.h"
 #include "ir/tensor_util.h"
+#include "isa/manifest.h"
 #include "onnx/onnx_io.h"
 #include "tools/cli_test_support.h"
 
@@ -105,6 +106,43 @@ TEST_F(RuntimeCli, RunWritesLogitsPerImageSameAsOneByOneAndFromACompiledDir) {
   }
   // The float model gets these four right (fixtures/digits); int8 must too.
   EXPECT_EQ(correct, 4);
+}
+
+// Issue 12: `npukit run MODEL --dispatch fc1` (an FC layer by name) once failed with
+// "EltWise.LeftOperandEndAddress: is 0x950a00 but the tensor at 0x950900 is 1024 bytes" while
+// `npukit compile --dispatch fc1` succeeded: with its output dispatched, the FC's ReLU is a
+// separate EltWise on the FC's vector. Now both run, the program dispatches the layer, and the
+// model's outputs are the same as without --dispatch.
+TEST_F(RuntimeCli, RunDispatchesAnFcLayerByName) {
+  // The digits model's first FC (its fc1) and a model whose FC is literally named fc1.
+  const std::string image = save("dispatch_image.npy", test_images(0, 1));
+  // (perchannel_fc: its FCs stay per tensor by default, as a dispatched FC does; see
+  // docs/quantization.md "Per-channel FC weights".)
+  const std::string qop = std::string(NPUKIT_SOURCE_DIR) + "/fixtures/qop/perchannel_fc";
+  struct Case {
+    std::string model, input, layer, output;
+  };
+  for (const Case& c : {Case{model_, image, "/classifier/classifier.1/Gemm", "logits"},
+                        Case{qop + ".onnx", qop + ".input_0.npy", "fc1", "y"}}) {
+    const fs::path plain = file("dispatch_plain"), with = file("dispatch_fc1");
+    fs::remove_all(plain);
+    fs::remove_all(with);
+    Result a = run_npukit("run " + c.model + " --input " + c.input + " -o " + plain.string());
+    ASSERT_EQ(a.status, 0) << a.out;
+    Result b = run_npukit("run " + c.model + " --input " + c.input + " -o " + with.string() +
+                          " --dispatch " + c.layer);
+    ASSERT_EQ(b.status, 0) << b.out;
+    EXPECT_EQ(read_floats(with / (c.output + ".npy")), read_floats(plain / (c.output + ".npy")))
+        << c.layer;
+    const auto manifest = npukit::isa::load_manifest((with / "program" / "manifest.json").string());
+    bool dispatched = false;
+    for (const auto& seg : manifest.segments)
+      for (const auto& t : seg.device_outputs) dispatched = dispatched || t.layer == c.layer;
+    EXPECT_TRUE(dispatched) << c.layer << " is not a device output";
+    Result comp = run_npukit("compile " + c.model + " --dispatch " + c.layer + " -o " +
+                             file("dispatch_prog").string());
+    EXPECT_EQ(comp.status, 0) << comp.out;
+  }
 }
 
 TEST_F(RuntimeCli, CompareFindsEveryDigitsLayerBitExact) {
