@@ -22,6 +22,11 @@
 namespace npukit::compiler {
 
 void pools_as_convs(Context& ctx);
+
+// How many 3x3 stride-3 average stages pools_as_convs puts before the final all-ones conv of a
+// global average pool over an h x w image on an array with `rows` rows (0: one exact conv). Each
+// stage rounds its averages to int8 at the pool's input scale.
+int global_pool_stages(std::int64_t h, std::int64_t w, int rows);
 void lower_concat(Context& ctx);
 void clear_resize_padding(Context& ctx);
 

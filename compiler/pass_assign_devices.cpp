@@ -8,6 +8,7 @@
 // pass (partition) cuts the program into host and device segments around it.
 #include "common/error.h"
 #include "compiler/device_sigmoid.h"
+#include "compiler/errata_passes.h"
 #include "compiler/passes.h"
 
 #include <fmt/format.h>
@@ -288,6 +289,70 @@ void sigmoids_to_host(Context& ctx) {
   }
 }
 
+// The device nodes from a global average pool's result to where it leaves the device: a chain of
+// single-consumer nodes over 1x1 images or [1, K] vectors (a squeeze-excitation's two 1x1 convs
+// and gate, a head's flatten and FC) whose end is read only by host nodes (or is a graph output).
+// Empty when the result stays on the device (e.g. a squeeze-excitation product the device runs).
+std::vector<std::string> chain_to_host(const Context& ctx, const ir::Node& pool) {
+  const ir::Graph& g = ctx.graph;
+  std::vector<std::string> chain{pool.name};
+  std::string y = pool.outputs.at(0);
+  for (;;) {
+    const auto consumers = g.consumers(y);
+    const bool output = std::find(g.outputs.begin(), g.outputs.end(), y) != g.outputs.end();
+    if (std::none_of(consumers.begin(), consumers.end(),
+                     [&](const ir::Node* c) { return ctx.on_device(c->name); }))
+      return chain;
+    if (output || consumers.size() != 1) return {};
+    const ir::Node& c = *consumers[0];
+    const ir::Tensor* out = g.find(c.outputs.at(0));
+    if (c.inputs.empty() || c.inputs[0] != y || !out ||
+        ir::element_count(out->shape) != (out->shape.size() >= 2 ? out->shape[1] : -1))
+      return {};
+    for (std::size_t k = 1; k < c.inputs.size(); ++k) {
+      const ir::Tensor* t = c.inputs[k].empty() ? nullptr : g.find(c.inputs[k]);
+      if (t && !t->is_constant()) return {};  // a second activation (an EltWise)
+    }
+    chain.push_back(c.name);
+    y = c.outputs.at(0);
+  }
+}
+
+// A global average pool over an image too large for one all-ones conv (wider than the array's
+// rows or taller than 15) runs on the device as 3x3 stride-3 average stages that each round to
+// int8 at the pool's input scale (pools_as_convs). When that scale is coarser than the output's
+// (a squeeze-excitation or head mean is much smaller than the activations it averages, so
+// calibration gives it a finer scale), the stages' roundings, up to stages x 0.5 x s_in / s_out
+// output LSBs, can put the result more than 1 LSB from the exact mean (cls_mbv3_op9 at 48x160,
+// 12x40 pools: up to 9 LSBs off onnxruntime). Where the pool's result leaves the device anyway
+// after a few small layers (chain_to_host: a squeeze-excitation whose product the host computes, a
+// classifier head before a host softmax), the pool and those layers run on the host: the exact
+// int32 sum rounded once, and the device sends the pool's input instead of the chain's output (no
+// extra segment). A pool whose result stays on the device keeps the staged form.
+void global_pools_to_host(Context& ctx) {
+  if (ctx.options.allow_errata) return;  // GatiPool global_average itself, no stages
+  const ir::Graph& g = ctx.graph;
+  for (const auto& n : g.nodes) {
+    if (n.op_type != "QLinearGlobalAveragePool" || !ctx.on_device(n.name)) continue;
+    const ir::Tensor& x = g.tensor(n.inputs.at(0));
+    const int stages = global_pool_stages(x.shape.at(2), x.shape.at(3), ctx.options.arch.rows);
+    if (stages == 0) continue;
+    const double s_in = constant_float(g, n, 1), s_out = constant_float(g, n, 3);
+    const double bound = 0.5 * stages * s_in / s_out;
+    if (bound <= 0.5) continue;  // within 1 LSB of the exact mean after the final rounding
+    const auto chain = chain_to_host(ctx, n);
+    if (chain.empty()) continue;
+    const std::string why = fmt::format(
+        "host: on the device the global average '{}' over {}x{} would take {} 3x3 stride-3 "
+        "average stage(s) rounding at its input scale {:.4g}, {:.3g} times its output scale: up "
+        "to {:.2f} output LSBs from the exact mean; its result leaves the device after {} small "
+        "layer(s) anyway, so the host sums exactly and rounds once (no extra segment)",
+        n.name, x.shape.at(2), x.shape.at(3), stages, s_in, s_in / s_out, bound + 0.5,
+        chain.size() - 1);
+    for (const auto& name : chain) ctx.place(name, Placement::kHost, why);
+  }
+}
+
 }  // namespace
 
 void assign_devices(Context& ctx) {
@@ -307,6 +372,7 @@ void assign_devices(Context& ctx) {
     }
   }
   sigmoids_to_host(ctx);
+  global_pools_to_host(ctx);
   if (!any_device) {
     std::string first;
     for (const auto& n : g.nodes) {

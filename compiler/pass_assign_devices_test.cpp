@@ -180,5 +180,63 @@ TEST(AssignDevices, InexactFinalSigmoidRunsOnTheHost) {
   EXPECT_TRUE(ctx.on_device("sigmoid"));
 }
 
+// conv [1, 8, 12, 40] -> QLinearGlobalAveragePool (s_in 1/16, s_out `sy`) -> 1x1 conv "fc", then
+// (`stays`) an EltWise add of fc's result to itself on the device. On 9,8,8 the 12x40 pool is two
+// 3x3 stride-3 average stages on the device, each rounding at 1/16: up to 2 x 0.5 x (1/16) / sy
+// output LSBs before the final rounding.
+ir::Graph conv_pool_fc(float sy, bool stays) {
+  GraphBuilder b;
+  b.input("x", ir::DType::kInt8, {1, 8, 12, 40});
+  auto c = b.qconv("conv", "x", 0.1f, std::vector<std::int8_t>(8 * 8, 1), {8, 8, 1, 1}, 0.625f,
+                   0.0625f, {}, {0, 0, 0, 0});
+  b.value("pool", ir::DType::kInt8, {1, 8, 1, 1});
+  b.node("QLinearGlobalAveragePool", "com.microsoft",
+         {c, "conv_ys", "conv_yz", b.f32("pool_ys", sy), "conv_yz"}, {"pool"}, "gap");
+  auto fc = b.qconv("fc", "pool", sy, std::vector<std::int8_t>(8 * 8, 1), {8, 8, 1, 1}, 0.1f, sy,
+                    {}, {0, 0, 0, 0});
+  b.g.outputs = {fc};
+  if (stays) {
+    b.value("sum", ir::DType::kInt8, {1, 8, 1, 1});
+    b.node("QLinearAdd", "com.microsoft",
+           {fc, "fc_ys", "fc_yz", fc, "fc_ys", "fc_yz", "fc_ys", "fc_yz"}, {"sum"}, "add");
+    b.g.outputs = {"sum"};
+  }
+  return b.g;
+}
+
+TEST(AssignDevices, InexactStagedGlobalPoolBeforeTheHostRunsOnTheHost) {
+  Context ctx;
+  ctx.graph = conv_pool_fc(0.004f, false);
+  assign_devices(ctx);
+  EXPECT_TRUE(ctx.on_device("conv"));
+  EXPECT_FALSE(ctx.on_device("gap"));
+  EXPECT_FALSE(ctx.on_device("fc"));  // between the pool and the graph output: goes along
+  const std::string& why = ctx.placement["gap"].reason;
+  // 2 stages x 0.5 x 15.6 = 15.6 LSBs, + 0.5 for the final rounding.
+  EXPECT_NE(why.find("over 12x40 would take 2 3x3 stride-3 average stage(s) rounding at its input "
+                     "scale 0.0625, 15.6 times its output scale: up to 16.12 output LSBs"),
+            std::string::npos)
+      << why;
+  EXPECT_EQ(ctx.placement["fc"].reason, why);
+
+  ctx = Context{};
+  ctx.graph = conv_pool_fc(0.125f, false);  // s_out = 2 s_in: within 1 LSB, the device runs it
+  assign_devices(ctx);
+  EXPECT_TRUE(ctx.on_device("gap"));
+  EXPECT_TRUE(ctx.on_device("fc"));
+
+  ctx = Context{};
+  ctx.graph = conv_pool_fc(0.004f, true);  // the result stays on the device: so does the pool
+  assign_devices(ctx);
+  EXPECT_TRUE(ctx.on_device("gap"));
+  EXPECT_TRUE(ctx.on_device("add"));
+
+  ctx = Context{};
+  ctx.options.allow_errata = true;  // GatiPool global_average, no stages
+  ctx.graph = conv_pool_fc(0.004f, false);
+  assign_devices(ctx);
+  EXPECT_TRUE(ctx.on_device("gap"));
+}
+
 }  // namespace
 }  // namespace npukit::compiler

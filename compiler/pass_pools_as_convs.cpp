@@ -63,6 +63,12 @@ std::int64_t pool_out(std::int64_t in, std::int64_t k, std::int64_t s, std::int6
 
 }  // namespace
 
+int global_pool_stages(std::int64_t h, std::int64_t w, int rows) {
+  int stages = 0;
+  for (; w > rows || h > kMaxKernelHeight; ++stages) h = (h + 2) / 3, w = (w + 2) / 3;
+  return stages;
+}
+
 void pools_as_convs(Context& ctx) {
   if (ctx.options.allow_errata) return;
   ir::Graph& g = ctx.graph;
@@ -108,8 +114,8 @@ void pools_as_convs(Context& ctx) {
       // Global average: reduce by 3x3/3 stages until one split conv can take the image.
       std::string cur = n.inputs[0];
       std::int64_t ch = h, cw = w, factor = 1;
-      int stage = 0;
-      while (cw > rows || ch > kMaxKernelHeight) {
+      const int stages = global_pool_stages(h, w, rows);
+      for (int stage = 0; stage < stages;) {
         const std::int64_t nh = (ch + 2) / 3, nw = (cw + 2) / 3;
         const std::string next = add_value(g, n.name + "_sum3x3_" + std::to_string(stage++),
                                            ir::DType::kInt8, {x.shape[0], x.shape[1], nh, nw});
@@ -125,9 +131,9 @@ void pools_as_convs(Context& ctx) {
           "global average pool over {}x{} as {} depthwise conv(s) with all-ones "
           "weights{}",
           h, w, made.size(),
-          stage ? " (3x3 stride-3 averages first: the image is wider than the "
-                  "array's rows or taller than 15)"
-                : "");
+          stages ? " (3x3 stride-3 averages first: the image is wider than the "
+                   "array's rows or taller than 15)"
+                 : "");
     }
     for (ir::Node& m : made) {
       note_errata_rewrite(ctx, m.name, n.name, "pools_as_convs", rw.erratum, rw.how);
