@@ -6,6 +6,7 @@ run on the held-out images, against the float model and onnxruntime's run of the
   measure_exported.py DIR MODEL...     (DIR holds MODEL.onnx, MODEL.calib.npy, MODEL.test.npy as
                                         make_issue18_models.py / make_exported_models.py write them)
 
+IMAGES (default 16) sets how many of the held-out images run.
 Per model it prints: the compiler's MAC share line, device cycles per image (run --stats-json),
 and agreement with the float model (onnxruntime, float file) of
   - npukit's int8 run and
@@ -55,7 +56,7 @@ def cosine(a, b):
 def measure(d, name, work):
     src = os.path.join(d, name + ".onnx")
     calib = os.path.join(d, name + ".calib.npy")
-    test = np.load(os.path.join(d, name + ".test.npy"))[:16]
+    test = np.load(os.path.join(d, name + ".test.npy"))[:int(os.environ.get("IMAGES", "16"))]
     w = os.path.join(work, name)
     os.makedirs(w, exist_ok=True)
     q = os.path.join(w, "int8.onnx")
