@@ -7,6 +7,7 @@
 #include "compiler/context.h"
 #include "isa/gml.h"
 #include "isa/isa.h"
+#include "isa/manifest.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -92,12 +93,16 @@ struct DeviceProgram {
 // device) and decides which tensors the host writes and which it receives.
 DeviceProgram collect_device_program(const Context& ctx);
 
-// Passes 13-17.
+// Passes 14-18.
 void convert_layouts(const Context& ctx, DeviceProgram& prog);
 void allocate_buffers(const Context& ctx, DeviceProgram& prog);
 void assign_addresses(const Context& ctx, DeviceProgram& prog);
 void generate_instructions(Context& ctx, DeviceProgram& prog);
 Bytes emit_gml(const DeviceProgram& prog);
+// Pass 19: the manifest (isa/manifest.h) of the compiled program, `gml_bytes` long; fills
+// `host_graphs` with each host segment's subgraph by segment index (compile() runs it last).
+isa::Manifest build_manifest(const Context& ctx, const DeviceProgram& prog, const ir::Graph& model,
+                             std::size_t gml_bytes, std::map<std::size_t, ir::Graph>& host_graphs);
 
 // Whether layer i is the first of its device segment (the hardware sees it as a first layer).
 bool first_in_segment(const DeviceProgram& prog, std::size_t layer);

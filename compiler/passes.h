@@ -53,6 +53,8 @@
 //  16. assign_addresses      DRAM map, 32-B aligned, --ramsize check (gati.md 6)
 //  17. generate_instructions MEGA, OutputBlock, TailBlock, START per layer (gati.md 3.2, 4, 14)
 //  18. emit_gml              instruction blob + weight/bias packets (isa::encode_gml)
+//  19. build_manifest        manifest.json: segments (host subgraphs, device layers, boundary
+//                            tensors with addresses and dispatch ids), scales, MACs, warnings
 //  errata passes (compiler/errata_passes.h), run right after 9. fuse_tail; no-ops with
 //  --allow-errata:
 //   9a. pools_as_convs       average / global average pools -> depthwise all-ones convs
