@@ -17,26 +17,46 @@ namespace {
 
 const std::string kQop = std::string(NPUKIT_SOURCE_DIR) + "/fixtures/qop/";
 
+// One conv + LeakyReLU fixture (fixtures/qop/STEM.*): the model, its int8 input and
+// onnxruntime-node's int8 output, compiled for `arch`, run on the device model from the GML bytes
+// and on the reference executor (the lowered graph), which must agree bit for bit.
+struct LeakyRun {
+  ir::Graph model;
+  ir::Tensor ort;
+  std::vector<std::int8_t> device;
+  std::vector<std::string> warnings;
+};
+
+LeakyRun run_fixture(const std::string& stem, const isa::SaArch& arch) {
+  LeakyRun run;
+  run.model = onnxio::load_onnx(kQop + stem + ".onnx");
+  const ir::Tensor x = onnxio::tensor_from_npy(read_npy(kQop + stem + ".input_0.npy"), "x");
+  run.ort = onnxio::tensor_from_npy(read_npy(kQop + stem + ".ort_output_0.npy"), "y");
+  CompileOptions opt;
+  opt.arch = arch;
+  opt.allow_errata = arch == isa::kArch16x1x16;  // 3 chained layers: a 16,1,16 erratum
+  const CompileResult r = compile(run.model, opt);
+  run.warnings = r.ctx.warnings;
+  const std::map<std::string, ir::Tensor> in = {{"x", x}};
+  const auto dev = testing::run_on_device(r, in);
+  const auto ref = testing::run_on_reference(r.ctx, r.program, in);
+  EXPECT_TRUE(dev.count("y") && ref.count("y")) << stem << " " << arch.str();
+  if (!dev.count("y") || !ref.count("y")) return run;
+  EXPECT_EQ(dev.at("y"), ref.at("y")) << stem << " " << arch.str();
+  run.device = dev.at("y");  // [C][H*W], the ONNX NCHW order for N = 1
+  EXPECT_EQ(run.device.size(), run.ort.data.size()) << stem;
+  return run;
+}
+
 class LeakyLayers : public ::testing::TestWithParam<int> {};
 
 TEST_P(LeakyLayers, DeviceEqualsReferenceAndOnnxruntime) {
-  const std::string stem = kQop + "leaky_layer_" + std::to_string(GetParam());
-  const ir::Graph model = onnxio::load_onnx(stem + ".onnx");
-  ir::Tensor x = onnxio::tensor_from_npy(read_npy(stem + ".input_0.npy"), "x");
-  const ir::Tensor ort = onnxio::tensor_from_npy(read_npy(stem + ".ort_output_0.npy"), "y");
-  const auto* want = reinterpret_cast<const std::int8_t*>(ort.data.data());
   for (const isa::SaArch& arch : isa::kSupportedArchs) {
-    CompileOptions opt;
-    opt.arch = arch;
-    opt.allow_errata = arch == isa::kArch16x1x16;  // 3 chained layers: a 16,1,16 erratum
-    const CompileResult r = compile(model, opt);
-    const std::map<std::string, ir::Tensor> in = {{"x", x}};
-    const auto dev = testing::run_on_device(r, in);
-    const auto ref = testing::run_on_reference(r.ctx, r.program, in);
-    ASSERT_TRUE(dev.count("y") && ref.count("y")) << arch.str();
-    EXPECT_EQ(dev.at("y"), ref.at("y")) << arch.str();
-    const auto& got = dev.at("y");  // [C][H*W], the ONNX NCHW order for N = 1
-    ASSERT_EQ(got.size(), ort.data.size());
+    const LeakyRun run = run_fixture("leaky_layer_" + std::to_string(GetParam()), arch);
+    const ir::Graph& model = run.model;
+    const auto& got = run.device;
+    ASSERT_EQ(got.size(), run.ort.data.size());
+    const auto* want = reinterpret_cast<const std::int8_t*>(run.ort.data.data());
     // One step of the conv's output is s_c / s_y steps of the LeakyReLU's (3 in layer 3): a conv
     // value onnxruntime rounds the other way (its float multiplier against QuantScale) moves the
     // output by that much.
@@ -69,25 +89,13 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, LeakyLayers, ::testing::Values(0, 1, 2, 3));
 class YoloLeakyLayers : public ::testing::TestWithParam<int> {};
 
 TEST_P(YoloLeakyLayers, AtLeast995PercentEqualToOnnxruntimeAllWithinOne) {
-  const std::string stem = kQop + "yolo_leaky_b" + std::to_string(GetParam());
-  const ir::Graph model = onnxio::load_onnx(stem + ".onnx");
-  ir::Tensor x = onnxio::tensor_from_npy(read_npy(stem + ".input_0.npy"), "x");
-  const ir::Tensor ort = onnxio::tensor_from_npy(read_npy(stem + ".ort_output_0.npy"), "y");
-  const auto* want = reinterpret_cast<const std::int8_t*>(ort.data.data());
   for (const isa::SaArch& arch : isa::kSupportedArchs) {
-    CompileOptions opt;
-    opt.arch = arch;
-    opt.allow_errata = arch == isa::kArch16x1x16;  // 3 chained layers: a 16,1,16 erratum
-    const CompileResult r = compile(model, opt);
-    for (const auto& w : r.ctx.warnings)  // the fixed-point form matches the whole table
+    const LeakyRun run = run_fixture("yolo_leaky_b" + std::to_string(GetParam()), arch);
+    for (const auto& w : run.warnings)  // the fixed-point form matches the whole table
       EXPECT_EQ(w.find("differs from onnxruntime"), std::string::npos) << w;
-    const std::map<std::string, ir::Tensor> in = {{"x", x}};
-    const auto dev = testing::run_on_device(r, in);
-    const auto ref = testing::run_on_reference(r.ctx, r.program, in);
-    ASSERT_TRUE(dev.count("y") && ref.count("y")) << arch.str();
-    EXPECT_EQ(dev.at("y"), ref.at("y")) << arch.str();
-    const auto& got = dev.at("y");
-    ASSERT_EQ(got.size(), ort.data.size());
+    const auto& got = run.device;
+    ASSERT_EQ(got.size(), run.ort.data.size());
+    const auto* want = reinterpret_cast<const std::int8_t*>(run.ort.data.data());
     std::size_t equal = 0, beyond = 0;
     for (std::size_t i = 0; i < got.size(); ++i) {
       equal += got[i] == want[i];
