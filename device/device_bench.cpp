@@ -80,4 +80,27 @@ BENCHMARK(BM_Conv)
     ->ArgsProduct({{1}, {512}, {512}, {7}, {3}, {1}, {0}, {1, 2, 3, 4}})
     ->Unit(benchmark::kMillisecond);
 
+// The DRAM's page walks (issue 13): read, equals, write and fill of `bytes` from an address that
+// starts mid-page, on a DRAM whose pages have all been written (the activation and weight traffic
+// of a layer). Bytes per second over all four calls.
+void BM_Dram(benchmark::State& state) {
+  const std::uint64_t bytes = static_cast<std::uint64_t>(state.range(0));
+  Dram dram(64ull << 20);
+  const std::uint64_t addr = Dram::kPageBytes / 2 + 32;
+  npukit::Bytes data(bytes);
+  for (std::uint64_t i = 0; i < bytes; ++i) data[i] = static_cast<std::uint8_t>(i * 7 + 1);
+  npukit::Bytes back(bytes);
+  dram.write(addr, data, "bench");
+  for (auto _ : state) {
+    dram.write(addr, data, "bench");
+    dram.read(addr, back, "bench");
+    benchmark::DoNotOptimize(dram.equals(addr, back, "bench"));
+    dram.fill(addr + bytes, bytes / 4, 0, "bench");
+    benchmark::DoNotOptimize(back.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(bytes * 3 + bytes / 4));
+}
+BENCHMARK(BM_Dram)->Arg(4096)->Arg(200704)->Arg(3211264);
+
 }  // namespace

@@ -28,38 +28,44 @@ std::uint8_t* Dram::page_for_write(std::uint64_t page) {
   return p.get();
 }
 
-void Dram::read(std::uint64_t addr, std::span<std::uint8_t> out, std::string_view who) const {
-  check_range(addr, out.size(), who);
+// The one walk over the pages of [addr, addr + bytes) (range already checked): f(page, in_page,
+// done, n) for each piece of n bytes that lies in page `page` from byte in_page, done bytes from
+// addr. Returns false as soon as f does (equals stops at the first difference).
+template <typename F>
+static bool for_each_page(std::uint64_t addr, std::uint64_t bytes, F&& f) {
   std::uint64_t done = 0;
-  while (done < out.size()) {
+  while (done < bytes) {
     const std::uint64_t a = addr + done;
-    const std::uint64_t page = a / kPageBytes, in_page = a % kPageBytes;
-    const std::uint64_t n = std::min<std::uint64_t>(kPageBytes - in_page, out.size() - done);
-    if (pages_[page])
-      std::memcpy(out.data() + done, pages_[page].get() + in_page, n);
-    else
-      std::memset(out.data() + done, 0, n);
+    const std::uint64_t page = a / Dram::kPageBytes, in_page = a % Dram::kPageBytes;
+    const std::uint64_t n = std::min<std::uint64_t>(Dram::kPageBytes - in_page, bytes - done);
+    if (!f(page, in_page, done, n)) return false;
     done += n;
   }
+  return true;
+}
+
+void Dram::read(std::uint64_t addr, std::span<std::uint8_t> out, std::string_view who) const {
+  check_range(addr, out.size(), who);
+  for_each_page(
+      addr, out.size(),
+      [&](std::uint64_t page, std::uint64_t in_page, std::uint64_t done, std::uint64_t n) {
+        if (pages_[page])
+          std::memcpy(out.data() + done, pages_[page].get() + in_page, n);
+        else
+          std::memset(out.data() + done, 0, n);
+        return true;
+      });
 }
 
 bool Dram::equals(std::uint64_t addr, ByteSpan expected, std::string_view who) const {
   check_range(addr, expected.size(), who);
-  std::uint64_t done = 0;
-  while (done < expected.size()) {
-    const std::uint64_t a = addr + done;
-    const std::uint64_t page = a / kPageBytes, in_page = a % kPageBytes;
-    const std::uint64_t n = std::min<std::uint64_t>(kPageBytes - in_page, expected.size() - done);
-    if (pages_[page]) {
-      if (std::memcmp(expected.data() + done, pages_[page].get() + in_page, n) != 0) return false;
-    } else if (std::any_of(expected.begin() + static_cast<std::ptrdiff_t>(done),
-                           expected.begin() + static_cast<std::ptrdiff_t>(done + n),
-                           [](std::uint8_t b) { return b != 0; })) {
-      return false;
-    }
-    done += n;
-  }
-  return true;
+  return for_each_page(
+      addr, expected.size(),
+      [&](std::uint64_t page, std::uint64_t in_page, std::uint64_t done, std::uint64_t n) {
+        const std::uint8_t* want = expected.data() + done;
+        if (pages_[page]) return std::memcmp(want, pages_[page].get() + in_page, n) == 0;
+        return std::all_of(want, want + n, [](std::uint8_t b) { return b == 0; });
+      });
 }
 
 Bytes Dram::read(std::uint64_t addr, std::uint64_t bytes, std::string_view who) const {
@@ -71,26 +77,23 @@ Bytes Dram::read(std::uint64_t addr, std::uint64_t bytes, std::string_view who) 
 
 void Dram::write(std::uint64_t addr, ByteSpan data, std::string_view who) {
   check_range(addr, data.size(), who);
-  std::uint64_t done = 0;
-  while (done < data.size()) {
-    const std::uint64_t a = addr + done;
-    const std::uint64_t page = a / kPageBytes, in_page = a % kPageBytes;
-    const std::uint64_t n = std::min<std::uint64_t>(kPageBytes - in_page, data.size() - done);
-    std::memcpy(page_for_write(page) + in_page, data.data() + done, n);
-    done += n;
-  }
+  for_each_page(
+      addr, data.size(),
+      [&](std::uint64_t page, std::uint64_t in_page, std::uint64_t done, std::uint64_t n) {
+        std::memcpy(page_for_write(page) + in_page, data.data() + done, n);
+        return true;
+      });
 }
 
 void Dram::fill(std::uint64_t addr, std::uint64_t bytes, std::uint8_t value, std::string_view who) {
   check_range(addr, bytes, who);
-  std::uint64_t done = 0;
-  while (done < bytes) {
-    const std::uint64_t a = addr + done;
-    const std::uint64_t page = a / kPageBytes, in_page = a % kPageBytes;
-    const std::uint64_t n = std::min<std::uint64_t>(kPageBytes - in_page, bytes - done);
-    if (value != 0 || pages_[page]) std::memset(page_for_write(page) + in_page, value, n);
-    done += n;
-  }
+  for_each_page(addr, bytes,
+                [&](std::uint64_t page, std::uint64_t in_page, std::uint64_t, std::uint64_t n) {
+                  // Filling a never-written page with zeros changes nothing it would read back.
+                  if (value != 0 || pages_[page])
+                    std::memset(page_for_write(page) + in_page, value, n);
+                  return true;
+                });
 }
 
 std::uint8_t Dram::read_u8(std::uint64_t addr, std::string_view who) const {
