@@ -4,6 +4,10 @@
 #include <limits>
 #include <type_traits>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace npukit::device {
 
 using isa::Field;
@@ -131,18 +135,30 @@ ActivationLayout ActivationLayout::for_arch(const isa::SaArch& arch, std::uint64
   return l;
 }
 
-// Calls f(c, p0, word, n) for every word of the 6.1 layout holding pixels [p0, p0 + n) of
-// channel c (n = dk but at the end of a channel). For the pixel counts of the three arrays (dk
-// 2, 4, 8) n is passed as a compile-time constant in whole words, so the copy loops unroll.
+// Whether for_each_word's n is a whole word of 4 pixels (a compile-time 4).
+template <typename T>
+constexpr bool is_whole_word_of_4 = false;
+template <>
+constexpr bool is_whole_word_of_4<std::integral_constant<std::uint64_t, 4>> = true;
+
+// Walks the 6.1 layout in address order: f(c0, cn, p0, word, dk, n) for every word, which holds
+// pixels [p0, p0 + n) of channels [c0, c0 + cn): channel c0 + j's pixel p0 + i is element word +
+// j * dk + i (n = dk but at the end of a channel group). For the pixel counts of the three arrays
+// (dk 2, 4, 8) dk, and n in whole words, are compile-time constants, so the copy loops unroll.
+// Callers keep their pointers in locals: a thread_local buffer used inside the loop has its
+// address reloaded on every element.
 template <typename F>
 void for_each_word(std::uint64_t channels, std::uint64_t pixels, std::uint64_t cd, std::uint64_t dk,
                    std::uint64_t pp, F&& f) {
   auto run = [&](auto dk_const) {
-    for (std::uint64_t c = 0; c < channels; ++c) {
-      const std::uint64_t base = (c / cd) * (cd * pp) + (c % cd) * dk;
-      std::uint64_t p0 = 0, word = base;
-      for (; p0 + dk <= pixels; p0 += dk, word += 32) f(c, p0, word, dk_const);
-      if (p0 < pixels) f(c, p0, word, pixels - p0);
+    const std::uint64_t whole = pixels / dk_const;
+    for (std::uint64_t c0 = 0; c0 < channels; c0 += cd) {
+      const std::uint64_t cn = std::min(cd, channels - c0);
+      std::uint64_t word = (c0 / cd) * (cd * pp);
+      for (std::uint64_t w = 0; w < whole; ++w, word += 32)
+        f(c0, cn, w * dk_const, word, dk_const, dk_const);
+      if (whole * dk_const < pixels)
+        f(c0, cn, whole * dk_const, word, dk_const, pixels - whole * dk_const);
     }
   };
   switch (dk) {
@@ -177,11 +193,16 @@ void read_activation(const LayerContext& ctx, Field addr_field, std::uint64_t ad
   const std::uint64_t cd = layout.channel_group, dk = layout.pixels_per_word;
   const std::uint64_t pp = layout.padded_pixels();
   // Pixel p is byte p % dk of word p / dk: dk consecutive pixels per word.
-  for_each_word(layout.channels, layout.pixels, cd, dk, pp,
-                [&](std::uint64_t c, std::uint64_t p0, std::uint64_t word, auto n) {
-                  std::int8_t* dst = planar.data() + c * layout.pixels + p0;
-                  for (std::uint64_t i = 0; i < n; ++i)
-                    dst[i] = static_cast<std::int8_t>(raw[word + i]);
+  const std::uint8_t* src = raw.data();
+  std::int8_t* dst = planar.data();
+  const std::uint64_t pixels = layout.pixels;
+  for_each_word(layout.channels, pixels, cd, dk, pp,
+                [=](std::uint64_t c0, std::uint64_t cn, std::uint64_t p0, std::uint64_t word,
+                    auto dkc, auto n) {
+                  for (std::uint64_t j = 0; j < cn; ++j)
+                    for (std::uint64_t i = 0; i < n; ++i)
+                      dst[(c0 + j) * pixels + p0 + i] =
+                          static_cast<std::int8_t>(src[word + j * dkc + i]);
                 });
 }
 
@@ -194,15 +215,22 @@ void add_activation_int32(const LayerContext& ctx, Field addr_field, std::uint64
   thread_local Bytes raw;  // staged like read_activation's bytes
   raw.resize(layout.bytes() * 4);
   ctx.dram.read(addr, raw, "accumulant read");  // range checked above
-  // Walked in layout order (pixels of a word, then words 32 elements apart): both sides stream.
-  for_each_word(layout.channels, layout.pixels, layout.channel_group, layout.pixels_per_word,
-                layout.padded_pixels(),
-                [&](std::uint64_t c, std::uint64_t p0, std::uint64_t word, auto n) {
-                  std::int32_t* dst = planar.data() + c * layout.pixels + p0;
-                  for (std::uint64_t i = 0; i < n; ++i)
-                    dst[i] = static_cast<std::int32_t>(static_cast<std::uint32_t>(dst[i]) +
-                                                       load_be32(&raw[(word + i) * 4]));
-                });
+  // Walked in layout order: the DRAM side streams, the planar side reads one row per channel.
+  const std::uint8_t* src = raw.data();
+  std::int32_t* dst = planar.data();
+  const std::uint64_t pixels = layout.pixels;
+  for_each_word(
+      layout.channels, pixels, layout.channel_group, layout.pixels_per_word, layout.padded_pixels(),
+      [=](std::uint64_t c0, std::uint64_t cn, std::uint64_t p0, std::uint64_t word, auto dkc,
+          auto n) {
+        for (std::uint64_t j = 0; j < cn; ++j) {
+          std::int32_t* d = dst + (c0 + j) * pixels + p0;
+          const std::uint8_t* b = src + (word + j * dkc) * 4;
+          for (std::uint64_t i = 0; i < n; ++i)
+            d[i] =
+                static_cast<std::int32_t>(static_cast<std::uint32_t>(d[i]) + load_be32(b + i * 4));
+        }
+      });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -460,19 +488,46 @@ std::uint64_t write_activation_output(LayerContext& ctx, const ActivationLayout&
   else
     bytes.resize(total);
   // Pixel p is element p % dk of word p / dk: dk consecutive pixels per word.
+  std::uint8_t* dst = bytes.data();
+  const std::int32_t* src = planar.data();
+  const std::uint64_t pixels = layout.pixels;
   if (width == 1)
-    for_each_word(layout.channels, layout.pixels, cd, dk, pp,
-                  [&](std::uint64_t c, std::uint64_t p0, std::uint64_t word, auto n) {
-                    const std::int32_t* src = planar.data() + c * layout.pixels + p0;
-                    for (std::uint64_t i = 0; i < n; ++i)
-                      bytes[word + i] = static_cast<std::uint8_t>(src[i]);
-                  });
+    for_each_word(
+        layout.channels, pixels, cd, dk, pp,
+        [=](std::uint64_t c0, std::uint64_t cn, std::uint64_t p0, std::uint64_t word, auto dkc,
+            auto n) {
+          std::uint64_t j = 0;
+#if defined(__SSE2__)
+          // dk = 4 whole words (the 9,8,8 array): four channels' 4 int32 at a time,
+          // truncated to bytes (mask, then packs that cannot saturate 0..255), which
+          // lands them in the word's order, channel-major.
+          if constexpr (is_whole_word_of_4<decltype(n)>) {
+            const __m128i low = _mm_set1_epi32(0xff);
+            auto row = [&](std::uint64_t r) {
+              return _mm_and_si128(
+                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + (c0 + r) * pixels + p0)),
+                  low);
+            };
+            for (; j + 4 <= cn; j += 4) {
+              const __m128i a = _mm_packs_epi32(row(j), row(j + 1));
+              const __m128i b = _mm_packs_epi32(row(j + 2), row(j + 3));
+              _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + word + j * 4),
+                               _mm_packus_epi16(a, b));
+            }
+          }
+#endif
+          for (; j < cn; ++j)
+            for (std::uint64_t i = 0; i < n; ++i)
+              dst[word + j * dkc + i] = static_cast<std::uint8_t>(src[(c0 + j) * pixels + p0 + i]);
+        });
   else
-    for_each_word(layout.channels, layout.pixels, cd, dk, pp,
-                  [&](std::uint64_t c, std::uint64_t p0, std::uint64_t word, auto n) {
-                    const std::int32_t* src = planar.data() + c * layout.pixels + p0;
-                    for (std::uint64_t i = 0; i < n; ++i)
-                      store_be32(&bytes[(word + i) * 4], static_cast<std::uint32_t>(src[i]));
+    for_each_word(layout.channels, pixels, cd, dk, pp,
+                  [=](std::uint64_t c0, std::uint64_t cn, std::uint64_t p0, std::uint64_t word,
+                      auto dkc, auto n) {
+                    for (std::uint64_t j = 0; j < cn; ++j)
+                      for (std::uint64_t i = 0; i < n; ++i)
+                        store_be32(dst + (word + j * dkc + i) * 4,
+                                   static_cast<std::uint32_t>(src[(c0 + j) * pixels + p0 + i]));
                   });
   ctx.dram.write(out.output_addr, bytes, "output write");  // range checked above
   return total;
