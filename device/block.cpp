@@ -1,6 +1,8 @@
 #include "device/block.h"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -141,24 +143,25 @@ constexpr bool is_whole_word_of_4 = false;
 template <>
 constexpr bool is_whole_word_of_4<std::integral_constant<std::uint64_t, 4>> = true;
 
-// Walks the 6.1 layout in address order: f(c0, cn, p0, word, dk, n) for every word, which holds
-// pixels [p0, p0 + n) of channels [c0, c0 + cn): channel c0 + j's pixel p0 + i is element word +
-// j * dk + i (n = dk but at the end of a channel group). For the pixel counts of the three arrays
-// (dk 2, 4, 8) dk, and n in whole words, are compile-time constants, so the copy loops unroll.
-// Callers keep their pointers in locals: a thread_local buffer used inside the loop has its
-// address reloaded on every element.
+// Walks words [first, end) of the 6.1 layout (in address order: word w starts at element 32 * w)
+// and calls f(c0, cn, p0, word, dk, n) for each, which holds pixels [p0, p0 + n) of channels [c0,
+// c0 + cn): channel c0 + j's pixel p0 + i is element word + j * dk + i (n = dk but at the end of a
+// channel group). For the pixel counts of the three arrays (dk 2, 4, 8) dk, and n in whole words,
+// are compile-time constants, so the copy loops unroll. Callers keep their pointers in locals: a
+// thread_local buffer used inside the loop has its address reloaded on every element.
 template <typename F>
 void for_each_word(std::uint64_t channels, std::uint64_t pixels, std::uint64_t cd, std::uint64_t dk,
-                   std::uint64_t pp, F&& f) {
+                   std::uint64_t pp, std::uint64_t first, std::uint64_t end, F&& f) {
   auto run = [&](auto dk_const) {
-    const std::uint64_t whole = pixels / dk_const;
-    for (std::uint64_t c0 = 0; c0 < channels; c0 += cd) {
-      const std::uint64_t cn = std::min(cd, channels - c0);
-      std::uint64_t word = (c0 / cd) * (cd * pp);
-      for (std::uint64_t w = 0; w < whole; ++w, word += 32)
-        f(c0, cn, w * dk_const, word, dk_const, dk_const);
-      if (whole * dk_const < pixels)
-        f(c0, cn, whole * dk_const, word, dk_const, pixels - whole * dk_const);
+    const std::uint64_t per_group = pp / dk_const;  // words per channel group
+    std::uint64_t c0 = first / per_group * cd, w = first % per_group;
+    for (std::uint64_t word = first; word < end; ++word) {
+      const std::uint64_t cn = std::min(cd, channels - c0), p0 = w * dk_const;
+      if (p0 + dk_const <= pixels)
+        f(c0, cn, p0, word * 32, dk_const, dk_const);
+      else
+        f(c0, cn, p0, word * 32, dk_const, pixels - p0);
+      if (++w == per_group) w = 0, c0 += cd;
     }
   };
   switch (dk) {
@@ -173,6 +176,44 @@ void for_each_word(std::uint64_t channels, std::uint64_t pixels, std::uint64_t c
   }
 }
 
+// A layout of `bytes` bytes (whole words of word_bytes = 32 elements) at addr, read in place
+// (Dram::read_pages: no staging copy) when its words do not straddle pages (addr a multiple of
+// word_bytes; pages are 64 KiB), else through a per-thread staging buffer: f(first, end, data)
+// for runs of words [first, end) whose bytes start at data.
+template <typename F>
+void read_words(const Dram& dram, std::uint64_t addr, std::uint64_t bytes, std::uint64_t word_bytes,
+                std::string_view who, F&& f) {
+  static constexpr std::array<std::uint8_t, Dram::kPageBytes> kZeros{};
+  if (addr % word_bytes == 0 && Dram::kPageBytes % word_bytes == 0) {
+    dram.read_pages(addr, bytes, who,
+                    [&](std::uint64_t done, const std::uint8_t* data, std::uint64_t n) {
+                      f(done / word_bytes, (done + n) / word_bytes, data ? data : kZeros.data());
+                    });
+    return;
+  }
+  thread_local Bytes raw;  // kept between layers and images: no per-call allocation
+  raw.resize(bytes);
+  dram.read(addr, raw, who);
+  f(0, bytes / word_bytes, raw.data());
+}
+
+// The same for writing a layout: f must write every byte of its words (padding included).
+template <typename F>
+void write_words(Dram& dram, std::uint64_t addr, std::uint64_t bytes, std::uint64_t word_bytes,
+                 std::string_view who, F&& f) {
+  if (addr % word_bytes == 0 && Dram::kPageBytes % word_bytes == 0) {
+    dram.write_pages(addr, bytes, who,
+                     [&](std::uint64_t done, std::uint8_t* data, std::uint64_t n) {
+                       f(done / word_bytes, (done + n) / word_bytes, data);
+                     });
+    return;
+  }
+  thread_local Bytes raw;
+  raw.resize(bytes);
+  f(0, bytes / word_bytes, raw.data());
+  dram.write(addr, raw, who);
+}
+
 std::vector<std::int8_t> read_activation(const LayerContext& ctx, Field addr_field,
                                          std::uint64_t addr, const ActivationLayout& layout) {
   std::vector<std::int8_t> planar;
@@ -183,27 +224,28 @@ std::vector<std::int8_t> read_activation(const LayerContext& ctx, Field addr_fie
 void read_activation(const LayerContext& ctx, Field addr_field, std::uint64_t addr,
                      const ActivationLayout& layout, std::vector<std::int8_t>& planar) {
   ctx.check_dram_range(addr_field, addr, layout.bytes());
-  // The DRAM bytes are staged in a per-thread buffer kept between layers and images (it only
-  // grows, and every byte used is overwritten by the read), and the range was checked above with
-  // the field's name, so no per-call allocation or message formatting (issue 13).
-  thread_local Bytes raw;
-  raw.resize(layout.bytes());
-  ctx.dram.read(addr, raw, "activation read");
+  // Read in place from the DRAM pages (read_words), and the range was checked above with the
+  // field's name, so no per-call allocation or message formatting (issue 13).
   planar.resize(layout.channels * layout.pixels);
   const std::uint64_t cd = layout.channel_group, dk = layout.pixels_per_word;
-  const std::uint64_t pp = layout.padded_pixels();
-  // Pixel p is byte p % dk of word p / dk: dk consecutive pixels per word.
-  const std::uint8_t* src = raw.data();
+  const std::uint64_t pp = layout.padded_pixels(), pixels = layout.pixels;
   std::int8_t* dst = planar.data();
-  const std::uint64_t pixels = layout.pixels;
-  for_each_word(layout.channels, pixels, cd, dk, pp,
-                [=](std::uint64_t c0, std::uint64_t cn, std::uint64_t p0, std::uint64_t word,
-                    auto dkc, auto n) {
-                  for (std::uint64_t j = 0; j < cn; ++j)
-                    for (std::uint64_t i = 0; i < n; ++i)
-                      dst[(c0 + j) * pixels + p0 + i] =
-                          static_cast<std::int8_t>(src[word + j * dkc + i]);
-                });
+  // Pixel p is byte p % dk of word p / dk: dk consecutive pixels per word.
+  read_words(ctx.dram, addr, layout.bytes(), 32, "activation read",
+             [&](std::uint64_t first, std::uint64_t end, const std::uint8_t* data) {
+               const std::uint64_t base = first * 32;
+               for_each_word(layout.channels, pixels, cd, dk, pp, first, end,
+                             [=](std::uint64_t c0, std::uint64_t cn, std::uint64_t p0,
+                                 std::uint64_t word, auto dkc, auto n) {
+                               // Byte stores may alias the closure: work on locals, and
+                               // move each channel's n bytes with one memcpy.
+                               const std::uint8_t* w = data + (word - base);
+                               std::int8_t* out = dst + c0 * pixels + p0;
+                               const std::uint64_t stride = pixels;
+                               for (std::uint64_t j = 0; j < cn; ++j)
+                                 std::memcpy(out + j * stride, w + j * dkc, n);
+                             });
+             });
 }
 
 void add_activation_int32(const LayerContext& ctx, Field addr_field, std::uint64_t addr,
@@ -212,25 +254,26 @@ void add_activation_int32(const LayerContext& ctx, Field addr_field, std::uint64
   if (planar.size() != layout.channels * layout.pixels)
     fail("{}: {} accumulants for a {}-channel {}-pixel tensor", ctx.where(), planar.size(),
          layout.channels, layout.pixels);
-  thread_local Bytes raw;  // staged like read_activation's bytes
-  raw.resize(layout.bytes() * 4);
-  ctx.dram.read(addr, raw, "accumulant read");  // range checked above
-  // Walked in layout order: the DRAM side streams, the planar side reads one row per channel.
-  const std::uint8_t* src = raw.data();
+  // Walked in layout order, in place: the DRAM side streams, the planar side reads one row per
+  // channel of the group.
   std::int32_t* dst = planar.data();
   const std::uint64_t pixels = layout.pixels;
-  for_each_word(
-      layout.channels, pixels, layout.channel_group, layout.pixels_per_word, layout.padded_pixels(),
-      [=](std::uint64_t c0, std::uint64_t cn, std::uint64_t p0, std::uint64_t word, auto dkc,
-          auto n) {
-        for (std::uint64_t j = 0; j < cn; ++j) {
-          std::int32_t* d = dst + (c0 + j) * pixels + p0;
-          const std::uint8_t* b = src + (word + j * dkc) * 4;
-          for (std::uint64_t i = 0; i < n; ++i)
-            d[i] =
-                static_cast<std::int32_t>(static_cast<std::uint32_t>(d[i]) + load_be32(b + i * 4));
-        }
-      });
+  read_words(ctx.dram, addr, layout.bytes() * 4, 32 * 4, "accumulant read",
+             [&](std::uint64_t first, std::uint64_t end, const std::uint8_t* data) {
+               const std::uint64_t base = first * 32;
+               for_each_word(layout.channels, pixels, layout.channel_group, layout.pixels_per_word,
+                             layout.padded_pixels(), first, end,
+                             [=](std::uint64_t c0, std::uint64_t cn, std::uint64_t p0,
+                                 std::uint64_t word, auto dkc, auto n) {
+                               for (std::uint64_t j = 0; j < cn; ++j) {
+                                 std::int32_t* d = dst + (c0 + j) * pixels + p0;
+                                 const std::uint8_t* b = data + (word - base + j * dkc) * 4;
+                                 for (std::uint64_t i = 0; i < n; ++i)
+                                   d[i] = static_cast<std::int32_t>(
+                                       static_cast<std::uint32_t>(d[i]) + load_be32(b + i * 4));
+                               }
+                             });
+             });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -478,58 +521,63 @@ std::uint64_t write_activation_output(LayerContext& ctx, const ActivationLayout&
   const std::uint64_t width = static_cast<std::uint64_t>(out.op_width);
   const std::uint64_t total = layout.bytes() * width;
   ctx.check_dram_range(Field::OutputBlock_OutputAddr, out.output_addr, total);
-  // Staged in a per-thread buffer kept between layers and images; cleared only when the layout
-  // has padding bytes (every other byte is written below).
-  thread_local Bytes bytes;
+  // Written in place into the DRAM pages (write_words); the words are cleared first only when
+  // the layout has padding bytes (every other byte is written below).
   const std::uint64_t cd = layout.channel_group, dk = layout.pixels_per_word;
-  const std::uint64_t pp = layout.padded_pixels();
-  if (layout.padded_channels() != layout.channels || pp != layout.pixels)
-    bytes.assign(total, 0);
-  else
-    bytes.resize(total);
-  // Pixel p is element p % dk of word p / dk: dk consecutive pixels per word.
-  std::uint8_t* dst = bytes.data();
+  const std::uint64_t pp = layout.padded_pixels(), pixels = layout.pixels;
+  const bool padded = layout.padded_channels() != layout.channels || pp != pixels;
   const std::int32_t* src = planar.data();
-  const std::uint64_t pixels = layout.pixels;
-  if (width == 1)
-    for_each_word(
-        layout.channels, pixels, cd, dk, pp,
-        [=](std::uint64_t c0, std::uint64_t cn, std::uint64_t p0, std::uint64_t word, auto dkc,
-            auto n) {
-          std::uint64_t j = 0;
+  // Pixel p is element p % dk of word p / dk: dk consecutive pixels per word.
+  write_words(
+      ctx.dram, out.output_addr, total, 32 * width, "output write",
+      [&](std::uint64_t first, std::uint64_t end, std::uint8_t* data) {
+        if (padded) std::fill(data, data + (end - first) * 32 * width, std::uint8_t{0});
+        std::uint8_t* dst = data;
+        const std::uint64_t base = first * 32;
+        if (width == 1)
+          for_each_word(
+              layout.channels, pixels, cd, dk, pp, first, end,
+              [=](std::uint64_t c0, std::uint64_t cn, std::uint64_t p0, std::uint64_t word,
+                  auto dkc, auto n) {
+                // Byte stores may alias the closure: work on locals.
+                std::uint8_t* w = dst + (word - base);
+                const std::int32_t* in = src + c0 * pixels + p0;
+                const std::uint64_t stride = pixels;
+                std::uint64_t j = 0;
 #if defined(__SSE2__)
-          // dk = 4 whole words (the 9,8,8 array): four channels' 4 int32 at a time,
-          // truncated to bytes (mask, then packs that cannot saturate 0..255), which
-          // lands them in the word's order, channel-major.
-          if constexpr (is_whole_word_of_4<decltype(n)>) {
-            const __m128i low = _mm_set1_epi32(0xff);
-            auto row = [&](std::uint64_t r) {
-              return _mm_and_si128(
-                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + (c0 + r) * pixels + p0)),
-                  low);
-            };
-            for (; j + 4 <= cn; j += 4) {
-              const __m128i a = _mm_packs_epi32(row(j), row(j + 1));
-              const __m128i b = _mm_packs_epi32(row(j + 2), row(j + 3));
-              _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + word + j * 4),
-                               _mm_packus_epi16(a, b));
-            }
-          }
+                // dk = 4 whole words (the 9,8,8 array): four channels' 4 int32 at a time,
+                // truncated to bytes (mask, then packs that cannot saturate 0..255), which
+                // lands them in the word's order, channel-major.
+                if constexpr (is_whole_word_of_4<decltype(n)>) {
+                  const __m128i low = _mm_set1_epi32(0xff);
+                  auto row = [&](std::uint64_t r) {
+                    return _mm_and_si128(
+                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + r * stride)), low);
+                  };
+                  for (; j + 4 <= cn; j += 4) {
+                    const __m128i a = _mm_packs_epi32(row(j), row(j + 1));
+                    const __m128i b = _mm_packs_epi32(row(j + 2), row(j + 3));
+                    _mm_storeu_si128(reinterpret_cast<__m128i*>(w + j * 4), _mm_packus_epi16(a, b));
+                  }
+                }
 #endif
-          for (; j < cn; ++j)
-            for (std::uint64_t i = 0; i < n; ++i)
-              dst[word + j * dkc + i] = static_cast<std::uint8_t>(src[(c0 + j) * pixels + p0 + i]);
-        });
-  else
-    for_each_word(layout.channels, pixels, cd, dk, pp,
-                  [=](std::uint64_t c0, std::uint64_t cn, std::uint64_t p0, std::uint64_t word,
-                      auto dkc, auto n) {
-                    for (std::uint64_t j = 0; j < cn; ++j)
-                      for (std::uint64_t i = 0; i < n; ++i)
-                        store_be32(dst + (word + j * dkc + i) * 4,
-                                   static_cast<std::uint32_t>(src[(c0 + j) * pixels + p0 + i]));
-                  });
-  ctx.dram.write(out.output_addr, bytes, "output write");  // range checked above
+                for (; j < cn; ++j)
+                  for (std::uint64_t i = 0; i < n; ++i)
+                    w[j * dkc + i] = static_cast<std::uint8_t>(in[j * stride + i]);
+              });
+        else
+          for_each_word(layout.channels, pixels, cd, dk, pp, first, end,
+                        [=](std::uint64_t c0, std::uint64_t cn, std::uint64_t p0,
+                            std::uint64_t word, auto dkc, auto n) {
+                          std::uint8_t* w = dst + (word - base) * 4;  // locals, as above
+                          const std::int32_t* in = src + c0 * pixels + p0;
+                          const std::uint64_t stride = pixels;
+                          for (std::uint64_t j = 0; j < cn; ++j)
+                            for (std::uint64_t i = 0; i < n; ++i)
+                              store_be32(w + (j * dkc + i) * 4,
+                                         static_cast<std::uint32_t>(in[j * stride + i]));
+                        });
+      });
   return total;
 }
 

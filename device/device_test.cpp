@@ -148,6 +148,69 @@ TEST(Device, ActivationLayoutMatchesTheSpecFormula) {
   EXPECT_EQ(ActivationLayout::for_arch(isa::kArch16x1x16, 3, 5).bytes(), 16u * 6u);
 }
 
+// write_activation_output, read_activation and add_activation_int32 work on the DRAM pages in
+// place when the address keeps every word inside a page, and through a staging buffer otherwise:
+// both against ActivationLayout::offset (the 6.1 formula), for a tensor with padding channels and
+// pixels that crosses page boundaries, int8 and int32 (OpWidth 4), on every array; padding bytes
+// are written as 0 over old contents, and a never-written region reads as zeros.
+TEST(Device, ActivationLayoutInPlaceAndStagedMatchTheFormula) {
+  for (const isa::SaArch& arch : isa::kSupportedArchs)
+    for (const std::uint64_t width : {1u, 4u})
+      for (const std::uint64_t addr : {Dram::kPageBytes - 4096, Dram::kPageBytes - 4096 + 32 + 4}) {
+        SCOPED_TRACE(fmt::format("{} width {} addr 0x{:x}", arch.str(), width, addr));
+        const ActivationLayout layout = ActivationLayout::for_arch(arch, 13, 3 * 1001);
+        Dram dram(1u << 20);
+        dram.fill(addr, layout.bytes() * width, 0xAA, "old contents");
+        std::vector<std::int32_t> values(layout.channels * layout.pixels);
+        for (std::uint64_t i = 0; i < values.size(); ++i)
+          values[i] = width == 1 ? static_cast<std::int32_t>(i * 37 % 256) - 128
+                                 : static_cast<std::int32_t>(i * 2654435761u);
+        const std::uint64_t n_sa = static_cast<std::uint64_t>(arch.n_sa);
+        isa::Instruction output(isa::Opcode::OutputBlock);
+        output.set(isa::Field::OutputBlock_OutputAddr, addr)
+            .set(isa::Field::OutputBlock_ChannelItr, 1)
+            .set(isa::Field::OutputBlock_KernelItr, layout.padded_channels() / n_sa)
+            .set(isa::Field::OutputBlock_ImageDimOutput, layout.padded_pixels())
+            .set(isa::Field::OutputBlock_ImageDimAcc, layout.padded_pixels())
+            .set(isa::Field::OutputBlock_OH, 3)
+            .set(isa::Field::OutputBlock_OW, 1001)
+            .set(isa::Field::OutputBlock_OpWidth, width);
+        const isa::Instruction mega(isa::Opcode::CONV);
+        Diagnostics diag;
+        LayerContext ctx{arch, dram, mega, &output, nullptr, 1, diag, 1, 2, 3};
+        EXPECT_EQ(write_activation_output(ctx, layout, values), layout.bytes() * width);
+        const Bytes raw = dram.read(addr, layout.bytes() * width, "check");
+        for (std::uint64_t c = 0; c < layout.padded_channels(); ++c)
+          for (std::uint64_t p = 0; p < layout.padded_pixels(); ++p) {
+            const bool real = c < layout.channels && p < layout.pixels;
+            const std::uint32_t want =
+                real ? static_cast<std::uint32_t>(values[c * layout.pixels + p]) : 0;
+            const std::uint64_t at = layout.offset(c, p) * width;
+            const std::uint32_t got = width == 1 ? raw[at] : load_be32(&raw[at]);
+            ASSERT_EQ(got, width == 1 ? want & 0xFF : want) << "channel " << c << " pixel " << p;
+          }
+        if (width == 1) {
+          const std::vector<std::int8_t> back =
+              read_activation(ctx, isa::Field::CONV_ImageStartAddress, addr, layout);
+          for (std::uint64_t i = 0; i < values.size(); ++i) ASSERT_EQ(back[i], values[i]) << i;
+          const std::vector<std::int8_t> unwritten = read_activation(
+              ctx, isa::Field::CONV_ImageStartAddress, 8 * Dram::kPageBytes, layout);
+          EXPECT_TRUE(std::all_of(unwritten.begin(), unwritten.end(),
+                                  [](std::int8_t v) { return v == 0; }));
+        } else {
+          std::vector<std::int32_t> sums(values.size(), 1);
+          add_activation_int32(ctx, isa::Field::OutputBlock_AccumulantAddr, addr, layout, sums);
+          for (std::uint64_t i = 0; i < values.size(); ++i)
+            ASSERT_EQ(sums[i], static_cast<std::int32_t>(static_cast<std::uint32_t>(values[i]) + 1))
+                << i;
+          std::vector<std::int32_t> same(values.size(), 7);
+          add_activation_int32(ctx, isa::Field::OutputBlock_AccumulantAddr, 8 * Dram::kPageBytes,
+                               layout, same);
+          EXPECT_TRUE(std::all_of(same.begin(), same.end(), [](std::int32_t v) { return v == 7; }));
+        }
+      }
+}
+
 // ---- bad programs ------------------------------------------------------------------------------
 
 void expect_error(const Bytes& stream, std::initializer_list<const char*> parts,

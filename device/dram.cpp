@@ -28,22 +28,6 @@ std::uint8_t* Dram::page_for_write(std::uint64_t page) {
   return p.get();
 }
 
-// The one walk over the pages of [addr, addr + bytes) (range already checked): f(page, in_page,
-// done, n) for each piece of n bytes that lies in page `page` from byte in_page, done bytes from
-// addr. Returns false as soon as f does (equals stops at the first difference).
-template <typename F>
-static bool for_each_page(std::uint64_t addr, std::uint64_t bytes, F&& f) {
-  std::uint64_t done = 0;
-  while (done < bytes) {
-    const std::uint64_t a = addr + done;
-    const std::uint64_t page = a / Dram::kPageBytes, in_page = a % Dram::kPageBytes;
-    const std::uint64_t n = std::min<std::uint64_t>(Dram::kPageBytes - in_page, bytes - done);
-    if (!f(page, in_page, done, n)) return false;
-    done += n;
-  }
-  return true;
-}
-
 void Dram::read(std::uint64_t addr, std::span<std::uint8_t> out, std::string_view who) const {
   check_range(addr, out.size(), who);
   for_each_page(
