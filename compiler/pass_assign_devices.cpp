@@ -357,7 +357,6 @@ void global_pools_to_host(Context& ctx) {
 
 void assign_devices(Context& ctx) {
   const ir::Graph& g = ctx.graph;
-  bool any_device = false;
   for (const auto& n : g.nodes) {
     const std::string why = why_not_on_device(g, n, ctx.options);
     if (why.empty()) {
@@ -366,14 +365,16 @@ void assign_devices(Context& ctx) {
                     ? "int8 " + n.op_type + " lowers to a Gati megablock"
                     : "int8 channel copy (a channel shuffle or Slice, channel_copies) lowers to "
                       "a 1x1 Gati conv");
-      any_device = true;
     } else {
       ctx.place(n.name, Placement::kHost, "host: " + why);
     }
   }
   sigmoids_to_host(ctx);
   global_pools_to_host(ctx);
-  if (!any_device) {
+  // After the moves above: a model whose only device candidates went to the host has nothing to
+  // compile either.
+  if (std::none_of(g.nodes.begin(), g.nodes.end(),
+                   [&](const ir::Node& n) { return ctx.on_device(n.name); })) {
     std::string first;
     for (const auto& n : g.nodes) {
       first = n.name + " (" + n.op_type + "): " + ctx.placement[n.name].reason;

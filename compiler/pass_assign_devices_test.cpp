@@ -231,6 +231,28 @@ TEST(AssignDevices, InexactStagedGlobalPoolBeforeTheHostRunsOnTheHost) {
   EXPECT_TRUE(ctx.on_device("gap"));
   EXPECT_TRUE(ctx.on_device("add"));
 
+  // A model whose only device candidates are the pool and its chain has nothing for the device:
+  // refused with their reason (not an empty program).
+  GraphBuilder b;
+  b.input("x", ir::DType::kInt8, {1, 8, 12, 40});
+  b.value("pool", ir::DType::kInt8, {1, 8, 1, 1});
+  b.node("QLinearGlobalAveragePool", "com.microsoft",
+         {"x", b.f32("xs", 0.0625f), b.i8("z", 0), b.f32("ys", 0.004f), "z"}, {"pool"}, "gap");
+  b.g.outputs = {"pool"};
+  ctx = Context{};
+  ctx.graph = b.g;
+  try {
+    assign_devices(ctx);
+    ADD_FAILURE() << "a model with nothing left for the device compiled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nothing in this model can run on the Gati"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("gap (QLinearGlobalAveragePool): host: on the device"),
+              std::string::npos)
+        << e.what();
+  }
+
   ctx = Context{};
   ctx.options.allow_errata = true;  // GatiPool global_average, no stages
   ctx.graph = conv_pool_fc(0.004f, false);
