@@ -220,6 +220,10 @@ std::string why_not_on_device(const ir::Graph& g, const ir::Node& n, const Compi
     // Only as the flattening in front of the FC engine (FC.Flatten, gati.md 3.2).
     auto cons = g.consumers(n.outputs[0]);
     if (cons.empty()) return "its output leaves the graph";
+    // FC.Flatten folds the reshape into the FC's read: nothing on the device writes it.
+    if (std::find(g.outputs.begin(), g.outputs.end(), n.outputs[0]) != g.outputs.end())
+      return "its output is a graph output (on the device the flattening is folded into the FC's "
+             "read and never written)";
     for (const auto* c : cons)
       if (c->op_type != "QGemm" && c->op_type != "QLinearMatMul")
         return "a reshape that does not feed a fully connected layer has no Gati instruction";

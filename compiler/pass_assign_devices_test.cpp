@@ -260,5 +260,33 @@ TEST(AssignDevices, InexactStagedGlobalPoolBeforeTheHostRunsOnTheHost) {
   EXPECT_TRUE(ctx.on_device("gap"));
 }
 
+// int8 [1, 8, 1, 1] -> Flatten -> QGemm: the flatten is folded into the FC (FC.Flatten) unless its
+// own output is a graph output too (then nothing on the device would write it: the host does).
+TEST(AssignDevices, FlattenThatIsAlsoAGraphOutputRunsOnTheHost) {
+  for (const bool flat_out : {false, true}) {
+    GraphBuilder b;
+    b.input("x", ir::DType::kInt8, {1, 8, 1, 1});
+    b.value("flat", ir::DType::kInt8, {1, 8});
+    b.node("Flatten", "", {"x"}, {"flat"}, "flatten");
+    b.value("y", ir::DType::kInt8, {1, 4});
+    ir::Node& fc = b.node(
+        "QGemm", "com.microsoft",
+        {"flat", b.f32("xs", 0.1f), b.i8("z", 0),
+         b.constant<std::int8_t>("w", ir::DType::kInt8, {4, 8}, std::vector<std::int8_t>(32, 1)),
+         b.f32("ws", 0.01f), "z", "", b.f32("ys", 0.05f), "z"},
+        {"y"}, "fc");
+    fc.attributes["transB"] = std::int64_t{1};
+    b.g.outputs = flat_out ? std::vector<std::string>{"flat", "y"} : std::vector<std::string>{"y"};
+    Context ctx;
+    ctx.graph = b.g;
+    assign_devices(ctx);
+    EXPECT_TRUE(ctx.on_device("fc"));
+    EXPECT_EQ(ctx.on_device("flatten"), !flat_out) << ctx.placement["flatten"].reason;
+    if (flat_out)
+      EXPECT_NE(ctx.placement["flatten"].reason.find("its output is a graph output"),
+                std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace npukit::compiler
