@@ -281,6 +281,10 @@ struct MappedWeights {
   std::vector<std::int8_t> w;
   std::vector<std::int64_t> group;
   std::vector<std::vector<Connection>> connections;
+  // Depthwise modes where output channel k connects to input channel k alone (or to nothing):
+  // the taps as [k][kh * kw], for conv_kernels::depthwise_lanes.
+  bool diagonal = false;
+  std::vector<std::int8_t> lane_taps;
   bool ignored_rows = false;
   // The dense weights packed for the kernels' tiles, filled by the first dense_conv (the channel
   // lists are a function of `group`, so every run of the same mapping packs the same words).
@@ -306,6 +310,19 @@ void map_connections(const LayerContext& ctx, const ConvGeometry& g, const Mappi
         }
         list[static_cast<std::size_t>(idx)].taps[tap] = w;
       });
+  const std::uint64_t taps = g.kh * g.kw;
+  out.diagonal = g.kn <= in_channels;
+  out.lane_taps.assign(out.diagonal ? g.kn * taps : 0, 0);
+  for (std::uint64_t k = 0; k < g.kn && out.diagonal; ++k) {
+    const std::vector<Connection>& list = out.connections[k];
+    if (list.empty()) continue;
+    if (list.size() > 1 || list[0].in_channel != k) {
+      out.diagonal = false;
+      break;
+    }
+    std::copy_n(list[0].taps.begin(), taps,
+                out.lane_taps.begin() + static_cast<std::ptrdiff_t>(k * taps));
+  }
 }
 
 void map_dense(const LayerContext& ctx, const ConvGeometry& g, const Mapping& map,
@@ -538,9 +555,14 @@ BlockTiming run_conv(LayerContext& ctx) {
   if (weights.ignored_rows) warn_ignored_rows(ctx, g);
   const std::vector<std::vector<Connection>>& connections = weights.connections;
 
-  // dense_conv writes every sum; the depthwise loop adds into acc.
+  // dense_conv and depthwise_lanes write every sum; the per-connection loop adds into acc.
+  // depthwise_lanes runs the whole layer with channels in the SIMD lanes when every output
+  // channel k reads input channel k alone (the usual depthwise blob): the same products, so the
+  // same int32 sums (exact, see the top of this file); there are no partial sums to snapshot,
+  // a depthwise conv having one channel iteration.
+  const bool lanes_path = !dense && weights.diagonal && map.citr == 1;
   std::vector<std::int32_t>& acc = reused<std::int32_t, AccTag>();
-  if (dense)
+  if (dense || lanes_path)
     acc.resize(g.kn * out_pixels);
   else
     acc.assign(g.kn * out_pixels, 0);
@@ -570,7 +592,12 @@ BlockTiming run_conv(LayerContext& ctx) {
                dram_partials ? partial.data() : nullptr, lanes, last_kern_first);
   thread_local conv_kernels::PlaneSet reused_planes;  // reused, like the buffers above
   conv_kernels::PlaneSet& plane_set = reused_planes;  // what the parallel_for workers read
-  if (!dense)
+  if (lanes_path)
+    conv_kernels::depthwise_lanes({planes.data(), g.kn, g.padded_h, g.padded_w, g.kh, g.kw,
+                                   g.stride, weights.lane_taps.data()},
+                                  acc.data());
+  const bool per_connection = !dense && !lanes_path;
+  if (per_connection)
     conv_kernels::pack_planes(planes.data(), in_channels_padded, g.padded_h, g.padded_w, g.kh, g.kw,
                               g.stride, plane_set);
   // Output channels are independent (own acc row, own partial lane j): one per index.
@@ -597,7 +624,8 @@ BlockTiming run_conv(LayerContext& ctx) {
       }
     }
   };
-  if (!dense) parallel_for(connections.size(), std::ref(connect));  // std::ref: no allocation
+  if (per_connection)
+    parallel_for(connections.size(), std::ref(connect));  // std::ref: no allocation
   if (out.accumulant_read_first)
     add_activation_int32(ctx, Field::OutputBlock_AccumulantAddr, out.accumulant_addr, acc_layout,
                          acc);

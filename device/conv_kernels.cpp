@@ -441,7 +441,39 @@ void connection_conv(const PlaneSet& set, std::uint64_t plane, const std::int8_t
     detail::connection_scalar(set, plane, taps, acc);
 }
 
+void depthwise_lanes(const DepthwiseLanes& c, std::int32_t* acc, Isa isa) {
+  if (c.stride < 1 || c.kh < 1 || c.kw < 1 || c.kh * c.kw > 16 || c.padded_h < c.kh ||
+      c.padded_w < c.kw)
+    fail("depthwise_lanes: a {}x{} kernel with stride {} on a {}x{} plane", c.kh, c.kw, c.stride,
+         c.padded_h, c.padded_w);
+  const bool avx2 = cpu::path_allowed(cpu::resolve(isa, "depthwise_lanes"), Isa::kAvx2);
+  // Groups of 8 channels are independent (own planes, own acc rows).
+  parallel_for((c.channels + 7) / 8, [&](std::uint64_t g) {
+    if (avx2)
+      detail::depthwise_lanes_avx2(c, g * 8, acc);
+    else
+      detail::depthwise_lanes_scalar(c, g * 8, acc);
+  });
+}
+
 namespace detail {
+void depthwise_lanes_scalar(const DepthwiseLanes& c, std::uint64_t k0, std::int32_t* acc) {
+  const std::uint64_t oh = c.oh(), ow = c.ow(), taps = c.kh * c.kw;
+  for (std::uint64_t k = k0; k < std::min(k0 + 8, c.channels); ++k) {
+    const std::int8_t* plane = c.planes + k * c.padded_h * c.padded_w;
+    const std::int8_t* w = c.taps + k * taps;
+    for (std::uint64_t y = 0; y < oh; ++y)
+      for (std::uint64_t x = 0; x < ow; ++x) {
+        std::int32_t sum = 0;
+        for (std::uint64_t i = 0; i < c.kh; ++i)
+          for (std::uint64_t j = 0; j < c.kw; ++j)
+            sum += std::int32_t{w[i * c.kw + j]} *
+                   plane[(y * c.stride + i) * c.padded_w + x * c.stride + j];
+        acc[k * oh * ow + y * ow + x] = sum;
+      }
+  }
+}
+
 void connection_scalar(const PlaneSet& set, std::uint64_t plane, const std::int8_t* taps,
                        std::int32_t* acc) {
   const std::int16_t* base = set.x.data() + plane * set.plane_words;

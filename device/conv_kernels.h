@@ -80,6 +80,22 @@ void pack_planes(const std::int8_t* planes, std::uint64_t plane_count, std::uint
 void connection_conv(const PlaneSet& set, std::uint64_t plane, const std::int8_t* taps,
                      std::int32_t* acc, Isa isa = Isa::kAuto);
 
+// A depthwise layer whole, channels across the SIMD lanes (issue 13): output channel k reads
+// input plane k through its own kh*kw taps; the lanes hold 8 channels and the loop walks the
+// output pixels, so rows of 7 or 14 outputs waste no lane (connection_conv puts 16 pixels of one
+// row in a vector).
+struct DepthwiseLanes {
+  const std::int8_t* planes = nullptr;  // plane c at planes + c * padded_h * padded_w
+  std::uint64_t channels = 0;           // output channel k < channels reads plane k
+  std::uint64_t padded_h = 0, padded_w = 0;
+  std::uint64_t kh = 1, kw = 1, stride = 1;  // kh * kw <= 16 (a PE column's rows)
+  const std::int8_t* taps = nullptr;         // [channels][kh * kw]
+  std::uint64_t oh() const { return (padded_h - kh) / stride + 1; }
+  std::uint64_t ow() const { return (padded_w - kw) / stride + 1; }
+};
+// acc[k * oh*ow + p] = the sum over taps of taps[k][t] * input (overwritten; exact in int32).
+void depthwise_lanes(const DepthwiseLanes& conv, std::int32_t* acc, Isa isa = Isa::kAuto);
+
 // A buffer kept per thread from call to call, told apart by Tag (use a type local to the file).
 // The layers of a network allocate the same large buffers again and again, and on the build
 // machine paging freshly allocated memory in cost more than the arithmetic of a 64-channel 56x56
@@ -183,6 +199,10 @@ void connection_scalar(const PlaneSet& set, std::uint64_t plane, const std::int8
                        std::int32_t* acc);
 void connection_avx2(const PlaneSet& set, std::uint64_t plane, const std::int8_t* taps,
                      std::int32_t* acc);
+
+// depthwise_lanes' paths for the channels [k0, k0 + 8) (those < conv.channels).
+void depthwise_lanes_scalar(const DepthwiseLanes& conv, std::uint64_t k0, std::int32_t* acc);
+void depthwise_lanes_avx2(const DepthwiseLanes& conv, std::uint64_t k0, std::int32_t* acc);
 
 }  // namespace detail
 

@@ -13,6 +13,10 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
 #endif
 
 namespace npukit::device::conv_kernels::detail {
@@ -165,6 +169,109 @@ __attribute__((target("avx2"))) void connection_avx2(const PlaneSet& set, std::u
   }
 }
 
+// r[i][j] -> r[j][i] for 8 vectors of 8 int32.
+__attribute__((target("avx2"))) static inline void transpose8(__m256i r[8]) {
+  const __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+  const __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]), t5 = _mm256_unpackhi_epi32(r[4], r[5]);
+  const __m256i t6 = _mm256_unpacklo_epi32(r[6], r[7]), t7 = _mm256_unpackhi_epi32(r[6], r[7]);
+  const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+  const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+  const __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+  const __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+  r[0] = _mm256_permute2x128_si256(u0, u4, 0x20);
+  r[1] = _mm256_permute2x128_si256(u1, u5, 0x20);
+  r[2] = _mm256_permute2x128_si256(u2, u6, 0x20);
+  r[3] = _mm256_permute2x128_si256(u3, u7, 0x20);
+  r[4] = _mm256_permute2x128_si256(u0, u4, 0x31);
+  r[5] = _mm256_permute2x128_si256(u1, u5, 0x31);
+  r[6] = _mm256_permute2x128_si256(u2, u6, 0x31);
+  r[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
+}
+
+// Channels [k0, k0 + 8) in the 8 int32 lanes. Packed input: word (y * W + x) * 8 + j holds
+// plane k0 + j's values at (y, x) and (y, x + 1) as an int16 pair (0 past the row's end), so one
+// load gives 8 channels' horizontally adjacent tap pair and one _mm256_madd_epi16 with the
+// channels' weight pairs adds 16 products; a kernel row of kw taps is ceil(kw / 2) pairs. The
+// packing is itself vector work: 16 columns of a channel's row widened and paired, then 8
+// channels transposed into 8-lane words.
+__attribute__((target("avx2"))) void depthwise_lanes_avx2(const DepthwiseLanes& c, std::uint64_t k0,
+                                                          std::int32_t* acc) {
+  const std::uint64_t H = c.padded_h, W = c.padded_w, s = c.stride;
+  const std::uint64_t oh = c.oh(), ow = c.ow(), P = oh * ow, taps = c.kh * c.kw;
+  const std::uint64_t cn = std::min<std::uint64_t>(8, c.channels - k0);
+  const std::uint64_t row_chunks = (W + 15) / 16;
+  thread_local std::vector<std::uint32_t> xbuf;
+  thread_local std::vector<std::int32_t> tbuf;
+  thread_local std::vector<std::int8_t> rows;
+  xbuf.resize(H * W * 8 + row_chunks * 16 * 8);  // the last row's chunk writes past W
+  tbuf.resize(P * 8 + 8);
+  const std::uint64_t rb = row_chunks * 16 + 16;  // a channel's row, zero-padded for the loads
+  rows.assign(8 * rb, 0);
+  std::uint32_t* X = xbuf.data();
+  for (std::uint64_t y = 0; y < H; ++y) {
+    for (std::uint64_t j = 0; j < cn; ++j)
+      std::memcpy(rows.data() + j * rb, c.planes + ((k0 + j) * H + y) * W, W);
+    for (std::uint64_t x = 0; x < W; x += 16) {
+      __m256i lo[8], hi[8];
+      for (std::uint64_t j = 0; j < 8; ++j) {
+        const std::int8_t* r = rows.data() + j * rb + x;
+        const __m256i a =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r)));
+        const __m256i b =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 1)));
+        const __m256i l = _mm256_unpacklo_epi16(a, b), h = _mm256_unpackhi_epi16(a, b);
+        lo[j] = _mm256_permute2x128_si256(l, h, 0x20);  // pairs at x .. x + 7
+        hi[j] = _mm256_permute2x128_si256(l, h, 0x31);  // x + 8 .. x + 15
+      }
+      transpose8(lo);
+      transpose8(hi);
+      __m256i* out = reinterpret_cast<__m256i*>(X + (y * W + x) * 8);
+      for (std::uint64_t i = 0; i < 8; ++i) _mm256_storeu_si256(out + i, lo[i]);
+      for (std::uint64_t i = 0; i < 8; ++i) _mm256_storeu_si256(out + 8 + i, hi[i]);
+    }
+  }
+  // Weight pairs per (kernel row, pair): lanes j = (w[dx], w[dx + 1]) of channel k0 + j.
+  const std::uint64_t kw2 = (c.kw + 1) / 2, n_pairs = c.kh * kw2;
+  __m256i wv[16];
+  std::int64_t off[16];
+  for (std::uint64_t i = 0; i < c.kh; ++i)
+    for (std::uint64_t m = 0; m < kw2; ++m) {
+      alignas(32) std::uint32_t lanes[8] = {};
+      for (std::uint64_t j = 0; j < cn; ++j) {
+        const std::int8_t* w = c.taps + (k0 + j) * taps + i * c.kw;
+        const std::int16_t a = w[2 * m], b = 2 * m + 1 < c.kw ? w[2 * m + 1] : 0;
+        lanes[j] = static_cast<std::uint16_t>(a) |
+                   (static_cast<std::uint32_t>(static_cast<std::uint16_t>(b)) << 16);
+      }
+      wv[i * kw2 + m] = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
+      off[i * kw2 + m] = static_cast<std::int64_t>((i * W + 2 * m) * 8);
+    }
+  std::int32_t* T = tbuf.data();
+  for (std::uint64_t y = 0; y < oh; ++y)
+    for (std::uint64_t x = 0; x < ow; ++x) {
+      const std::uint32_t* base = X + (y * s * W + x * s) * 8;
+      __m256i sum = _mm256_setzero_si256();
+      for (std::uint64_t q = 0; q < n_pairs; ++q)
+        sum = _mm256_add_epi32(
+            sum, _mm256_madd_epi16(
+                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + off[q])), wv[q]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(T + (y * ow + x) * 8), sum);
+    }
+  // [pixel][channel] -> acc[channel][pixel], 8 pixels at a time.
+  std::uint64_t p = 0;
+  for (; p + 8 <= P; p += 8) {
+    __m256i r[8];
+    for (std::uint64_t i = 0; i < 8; ++i)
+      r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(T + (p + i) * 8));
+    transpose8(r);
+    for (std::uint64_t j = 0; j < cn; ++j)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + (k0 + j) * P + p), r[j]);
+  }
+  for (; p < P; ++p)
+    for (std::uint64_t j = 0; j < cn; ++j) acc[(k0 + j) * P + p] = T[p * 8 + j];
+}
+
 #else
 
 void connection_avx2(const PlaneSet&, std::uint64_t, const std::int8_t*, std::int32_t*) {
@@ -173,6 +280,10 @@ void connection_avx2(const PlaneSet&, std::uint64_t, const std::int8_t*, std::in
 
 void tiles_avx2(const Packed&, std::uint64_t, std::uint64_t, std::uint64_t, bool, std::int32_t*) {
   fail("dense_conv: AVX2 tiles on a CPU that is not x86");
+}
+
+void depthwise_lanes_avx2(const DepthwiseLanes&, std::uint64_t, std::int32_t*) {
+  fail("depthwise_lanes: AVX2 on a CPU that is not x86");
 }
 
 void quad_tiles_avx2(const PackedQuads&, std::uint64_t, std::uint64_t, std::uint64_t, bool,

@@ -60,11 +60,13 @@ BENCHMARK(BM_DenseConv)
     ->ArgsProduct({{64}, {56}, {2}, {0, 1}, {2, 3, 4}})
     ->Unit(benchmark::kMillisecond);
 
-// Depthwise 3x3 (one input plane per output channel, as conv.cpp runs kDepthwise layers):
-// pack_planes once per call plus connection_conv per channel, on mobilenet_v2's depthwise shapes.
-// Args: channels, input size (square, before padding), stride, level (1 scalar, 2 avx2).
+// Depthwise 3x3 (one input plane per output channel, as conv.cpp runs kDepthwise layers) on
+// mobilenet_v2's depthwise shapes, either way conv.cpp can run it: lanes 0 = pack_planes once per
+// call plus connection_conv per channel, lanes 1 = depthwise_lanes (channels in the SIMD lanes,
+// the whole layer in one call, its packing included). Args: channels, input size (square, before
+// padding), stride, lanes, level (1 scalar, 2 avx2).
 void BM_Depthwise(benchmark::State& state) {
-  const auto level = static_cast<npukit::Isa>(state.range(3));
+  const auto level = static_cast<npukit::Isa>(state.range(4));
   if (!npukit::cpu::supports(level)) {
     state.SkipWithError("this CPU lacks the level");
     return;
@@ -72,6 +74,7 @@ void BM_Depthwise(benchmark::State& state) {
   const std::uint64_t c = static_cast<std::uint64_t>(state.range(0));
   const std::uint64_t hw = static_cast<std::uint64_t>(state.range(1)) + 2;  // padded by 1
   const std::uint64_t s = static_cast<std::uint64_t>(state.range(2));
+  const bool lanes = state.range(3) != 0;
   std::mt19937 rng(1);
   std::vector<std::int8_t> planes(c * hw * hw), taps(c * 9);
   for (auto& v : planes) v = static_cast<std::int8_t>(rng() % 256 - 128);
@@ -79,11 +82,16 @@ void BM_Depthwise(benchmark::State& state) {
   const std::uint64_t o = (hw - 3) / s + 1;
   std::vector<std::int32_t> acc(c * o * o);
   PlaneSet set;
+  const DepthwiseLanes conv{planes.data(), c, hw, hw, 3, 3, s, taps.data()};
   for (auto _ : state) {
-    pack_planes(planes.data(), c, hw, hw, 3, 3, s, set);
-    std::fill(acc.begin(), acc.end(), 0);
-    for (std::uint64_t k = 0; k < c; ++k)
-      connection_conv(set, k, taps.data() + 9 * k, acc.data() + k * o * o, level);
+    if (lanes) {
+      depthwise_lanes(conv, acc.data(), level);
+    } else {
+      pack_planes(planes.data(), c, hw, hw, 3, 3, s, set);
+      std::fill(acc.begin(), acc.end(), 0);
+      for (std::uint64_t k = 0; k < c; ++k)
+        connection_conv(set, k, taps.data() + 9 * k, acc.data() + k * o * o, level);
+    }
     benchmark::DoNotOptimize(acc.data());
   }
   const double macs = static_cast<double>(c * 9 * o * o);
@@ -91,11 +99,11 @@ void BM_Depthwise(benchmark::State& state) {
   state.SetLabel(std::string(npukit::cpu::name(level)));
 }
 BENCHMARK(BM_Depthwise)
-    ->ArgNames({"c", "hw", "s", "isa"})
-    ->ArgsProduct({{96}, {112}, {2}, {1, 2}})
-    ->ArgsProduct({{144}, {56}, {1}, {1, 2}})
-    ->ArgsProduct({{384}, {14}, {1}, {1, 2}})
-    ->ArgsProduct({{960}, {7}, {1}, {1, 2}})
+    ->ArgNames({"c", "hw", "s", "lanes", "isa"})
+    ->ArgsProduct({{96}, {112}, {2}, {0, 1}, {1, 2}})
+    ->ArgsProduct({{144}, {56}, {1}, {0, 1}, {1, 2}})
+    ->ArgsProduct({{384}, {14}, {1}, {0, 1}, {1, 2}})
+    ->ArgsProduct({{960}, {7}, {1}, {0, 1}, {1, 2}})
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -352,6 +352,18 @@ TEST(ConvKernels, RefusesSumsThatCouldLeaveInt32AndBadChannelLists) {
 
 // The depthwise kernel: one plane, random taps (zeros included), every stride and kernel shape
 // up to 16 taps, against a plain loop over the int8 plane.
+// Random planes and taps for the depthwise tests: every third trial at the extremes (inputs
+// -128, taps all 127 or all -128), else random values with about a third of the taps 0.
+void fill_depthwise(int trial, const std::function<int(int, int)>& pick,
+                    std::vector<std::int8_t>& planes, std::vector<std::int8_t>& taps) {
+  const bool extreme = trial % 3 == 0;
+  for (auto& v : planes) v = static_cast<std::int8_t>(extreme ? -128 : pick(-128, 127));
+  for (auto& v : taps)
+    v = static_cast<std::int8_t>(extreme      ? (trial % 2 ? 127 : -128)
+                                 : pick(0, 2) ? pick(-128, 127)
+                                              : 0);
+}
+
 TEST(ConvKernels, ConnectionConvEqualsThePlainLoop) {
   std::vector<Isa> paths = {Isa::kScalar};
   for (Isa isa : simd_levels()) paths.push_back(isa);
@@ -365,12 +377,7 @@ TEST(ConvKernels, ConnectionConvEqualsThePlainLoop) {
     const std::uint64_t pw = kw + static_cast<std::uint64_t>(pick(0, 70));
     const std::uint64_t count = static_cast<std::uint64_t>(pick(1, 3));
     std::vector<std::int8_t> planes(count * ph * pw), taps(kh * kw);
-    const bool extreme = trial % 3 == 0;
-    for (auto& v : planes) v = static_cast<std::int8_t>(extreme ? -128 : pick(-128, 127));
-    for (auto& v : taps)
-      v = static_cast<std::int8_t>(extreme      ? (trial % 2 ? 127 : -128)
-                                   : pick(0, 2) ? pick(-128, 127)
-                                                : 0);
+    fill_depthwise(trial, pick, planes, taps);
     ck::PlaneSet set;
     ck::pack_planes(planes.data(), count, ph, pw, kh, kw, s, set);
     const std::uint64_t plane = static_cast<std::uint64_t>(pick(0, static_cast<int>(count) - 1));
@@ -387,6 +394,44 @@ TEST(ConvKernels, ConnectionConvEqualsThePlainLoop) {
       ck::connection_conv(set, plane, taps.data(), acc.data(), isa);
       EXPECT_EQ(acc, expected) << "trial " << trial << " " << cpu::name(isa) << ": " << kh << "x"
                                << kw << " stride " << s << " on " << ph << "x" << pw;
+    }
+    if (::testing::Test::HasFailure()) break;
+  }
+}
+
+// The channels-in-lanes depthwise kernel: every path against connection_conv's packed per-plane
+// sums (a second implementation) on random shapes, strides 1..4, kernels up to 16 taps, channel
+// counts that leave a partial group of 8, rows of 1..40 (the packing's 16-column chunks and the
+// output's 8-pixel transposes both get remainders), and the extreme values.
+TEST(ConvKernels, DepthwiseLanesEqualsConnectionConv) {
+  std::vector<Isa> paths = {Isa::kScalar};
+  for (Isa isa : simd_levels()) paths.push_back(isa);
+  std::mt19937 rng(47);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int trial = 0; trial < 200; ++trial) {
+    auto kh = static_cast<std::uint64_t>(pick(1, 4)), kw = static_cast<std::uint64_t>(pick(1, 4));
+    if (trial % 7 == 0) kh = 1, kw = 16;
+    if (trial % 7 == 1) kh = 16, kw = 1;
+    const auto s = static_cast<std::uint64_t>(pick(1, 4));
+    const std::uint64_t ph = kh + static_cast<std::uint64_t>(pick(0, 20));
+    const std::uint64_t pw = kw + static_cast<std::uint64_t>(pick(0, 40));
+    const std::uint64_t count = static_cast<std::uint64_t>(pick(1, 20));
+    std::vector<std::int8_t> planes(count * ph * pw), taps(count * kh * kw);
+    fill_depthwise(trial, pick, planes, taps);
+    ck::PlaneSet set;
+    ck::pack_planes(planes.data(), count, ph, pw, kh, kw, s, set);
+    const std::uint64_t pixels = ((ph - kh) / s + 1) * ((pw - kw) / s + 1);
+    std::vector<std::int32_t> expected(count * pixels, 0);
+    for (std::uint64_t k = 0; k < count; ++k)
+      ck::connection_conv(set, k, taps.data() + k * kh * kw, expected.data() + k * pixels,
+                          Isa::kScalar);
+    const ck::DepthwiseLanes conv{planes.data(), count, ph, pw, kh, kw, s, taps.data()};
+    for (Isa isa : paths) {
+      std::vector<std::int32_t> acc(count * pixels, 12345);  // every value is overwritten
+      ck::depthwise_lanes(conv, acc.data(), isa);
+      EXPECT_EQ(acc, expected) << "trial " << trial << " " << cpu::name(isa) << ": " << count
+                               << " channels " << kh << "x" << kw << " stride " << s << " on " << ph
+                               << "x" << pw;
     }
     if (::testing::Test::HasFailure()) break;
   }
