@@ -42,6 +42,10 @@ struct CompileOptions {
   // Emit programs that hit known v1.0.0 errata (gati.md 14.6) instead of refusing; for
   // simulation-only work (DECISIONS.md 18).
   bool allow_errata = false;
+  // assign_devices runs a QLinearLeakyRelu whose result leaves the device on the host when the
+  // device's EltWise form differs from onnxruntime's table (exact ties, docs/compiler.md
+  // "LeakyReLU"); false keeps it on the device (within 1 LSB; the tests of that form).
+  bool leaky_relu_ties_to_host = true;
   // Print the graph after these passes (graph_pass_names(), or "all"), to dump_to or stderr.
   std::vector<std::string> dump_after;
   std::ostream* dump_to = nullptr;

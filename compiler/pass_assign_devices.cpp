@@ -255,6 +255,17 @@ std::string why_not_on_device(const ir::Graph& g, const ir::Node& n, const Compi
 
 namespace {
 
+// Whether n's result leaves the device anyway: a graph output nothing on the device reads, or read
+// only by nodes placed on the host.
+bool result_leaves_device(const Context& ctx, const ir::Node& n) {
+  const ir::Graph& g = ctx.graph;
+  const std::string& y = n.outputs[0];
+  const auto consumers = g.consumers(y);
+  if (consumers.empty()) return std::find(g.outputs.begin(), g.outputs.end(), y) != g.outputs.end();
+  return std::none_of(consumers.begin(), consumers.end(),
+                      [&](const ir::Node* c) { return ctx.on_device(c->name); });
+}
+
 // A QLinearSigmoid whose result leaves the device anyway (a graph output, or read only by nodes the
 // device cannot run) runs on the host when the device's form of it, at this layer's scales, is
 // more than 1 output LSB from the exact sigmoid for some input code (device_sigmoid_error: the
@@ -266,18 +277,12 @@ void sigmoids_to_host(Context& ctx) {
   const ir::Graph& g = ctx.graph;
   for (const auto& n : g.nodes) {
     if (n.op_type != "QLinearSigmoid" || !ctx.on_device(n.name)) continue;
-    const std::string& y = n.outputs[0];
-    bool leaves = std::find(g.outputs.begin(), g.outputs.end(), y) != g.outputs.end();
-    const auto consumers = g.consumers(y);
-    if (!consumers.empty())
-      leaves = std::none_of(consumers.begin(), consumers.end(),
-                            [&](const ir::Node* c) { return ctx.on_device(c->name); });
-    if (!leaves) continue;
+    if (!result_leaves_device(ctx, n)) continue;
     const std::string what = "layer '" + n.name + "' (QLinearSigmoid)";
     const SigmoidError e =
         device_sigmoid_error(constant_float(g, n, 1), constant_float(g, n, 3), what);
     if (e.lsb <= 1.0) continue;
-    const ir::Tensor* t = g.find(y);
+    const ir::Tensor* t = g.find(n.outputs[0]);
     const std::int64_t values = t ? ir::element_count(t->shape) : 0;
     ctx.place(n.name, Placement::kHost,
               fmt::format("host: the Gati's sigmoid at these scales is {:.2f} output LSBs from the "
@@ -290,6 +295,31 @@ void sigmoids_to_host(Context& ctx) {
                                         "docs/ref-ops.md"
                                       : "",
                           values));
+  }
+}
+
+// A QLinearLeakyRelu whose result leaves the device anyway runs on the host when the device's
+// EltWise form (lower_to_gati) differs from onnxruntime's lookup table on some input code: a model
+// quantized elsewhere with equal LeakyReLU input and output scales has exact ties that onnxruntime
+// rounds by its float32 noise (docs/compiler.md, "LeakyReLU"). The host's QLinearLeakyRelu is
+// onnxruntime's table; the device sends the LeakyReLU's input instead of its output, as many int8
+// values, and saves its two EltWise passes. One in the middle of a device segment stays (within 1
+// LSB, with the compiler's warning): moving it would cut the segment.
+void leaky_relus_to_host(Context& ctx) {
+  const ir::Graph& g = ctx.graph;
+  if (!ctx.options.leaky_relu_ties_to_host) return;
+  for (const auto& n : g.nodes) {
+    if (n.op_type != "QLinearLeakyRelu" || !ctx.on_device(n.name)) continue;
+    if (!result_leaves_device(ctx, n)) continue;
+    const double alpha = n.get_float("alpha", 0.01f);
+    const int miss = leaky_relu_mismatches(constant_float(g, n, 1), constant_float(g, n, 3), alpha);
+    if (miss == 0) continue;
+    ctx.place(n.name, Placement::kHost,
+              fmt::format("host: the Gati's LeakyReLU (two EltWise passes) differs from "
+                          "onnxruntime's lookup table on {} of 256 int8 inputs (exact ties: equal "
+                          "input and output scales, alpha {:.6g}); its result leaves the device "
+                          "anyway, so the host's table runs it, no extra transfer",
+                          miss, alpha));
   }
 }
 
@@ -374,6 +404,7 @@ void assign_devices(Context& ctx) {
     }
   }
   sigmoids_to_host(ctx);
+  leaky_relus_to_host(ctx);
   global_pools_to_host(ctx);
   // After the moves above: a model whose only device candidates went to the host has nothing to
   // compile either.

@@ -288,5 +288,36 @@ TEST(AssignDevices, FlattenThatIsAlsoAGraphOutputRunsOnTheHost) {
   }
 }
 
+TEST(AssignDevices, LeakyReluWithTiesWhoseResultLeavesRunsOnTheHost) {
+  GraphBuilder b;
+  b.input("x", ir::DType::kInt8, {1, 8, 4, 4});
+  auto c = b.qconv("conv", "x", 0.02f, std::vector<std::int8_t>(8 * 8 * 9, 1), {8, 8, 3, 3}, 0.01f,
+                   0.05f, {}, {1, 1, 1, 1});
+  b.value("l", ir::DType::kInt8, {1, 8, 4, 4});
+  auto& n = b.node("QLinearLeakyRelu", "com.microsoft",
+                   {c, "conv_ys", "conv_yz", b.f32("sl", 0.05f), "conv_yz"}, {"l"}, "leaky");
+  n.attributes["alpha"] = 0.1f;
+  b.g.outputs = {"l"};
+  // s_x = s_y: x = -5, -15, ... are exact ties; the EltWise form's table differs from
+  // onnxruntime's on some of them (leaky_relu_mismatches, computed independently here).
+  EXPECT_GT(leaky_relu_mismatches(0.05, 0.05, 0.1), 0);
+  EXPECT_EQ(leaky_relu_mismatches(0.05, 0.05 * (1 + 1.0 / 1024), 0.1), 0);  // npukit quantize's
+  Context ctx;
+  ctx.graph = b.g;
+  assign_devices(ctx);
+  EXPECT_EQ(ctx.placement.at("leaky").placement, Placement::kHost);
+  EXPECT_EQ(ctx.placement.at("conv").placement, Placement::kDevice);
+  EXPECT_NE(ctx.placement.at("leaky").reason.find("onnxruntime's lookup table"), std::string::npos);
+  // Read by a device op, it stays (moving it would cut the segment).
+  b.value("m", ir::DType::kInt8, {1, 8, 3, 3});
+  b.node("MaxPool", "", {"l"}, {"m"}, "pool").attributes["kernel_shape"] =
+      std::vector<std::int64_t>{2, 2};
+  b.g.outputs = {"m"};
+  Context chain;
+  chain.graph = b.g;
+  assign_devices(chain);
+  EXPECT_EQ(chain.placement.at("leaky").placement, Placement::kDevice);
+}
+
 }  // namespace
 }  // namespace npukit::compiler

@@ -172,6 +172,11 @@ LeakyParams leaky_params(float sx, float sy, float alpha) {
 
 }  // namespace
 
+int leaky_relu_mismatches(double sx, double sy, double alpha) {
+  return leaky_params(static_cast<float>(sx), static_cast<float>(sy), static_cast<float>(alpha))
+      .mismatches;
+}
+
 void lower_to_gati(Context& ctx) {
   ir::Graph& g = ctx.graph;
   std::vector<ir::Node> out;

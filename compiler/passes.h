@@ -23,8 +23,11 @@
 //                            1x1 channel-copy QLinearConv (0/1 weights, requantized by exactly 1)
 //   4. check_shapes          every value a device candidate touches has a known static shape
 //   5. assign_devices        which nodes the Gati could run and which the host must, and why;
-//                            a final sigmoid more than 1 LSB off at its scales runs on the host
-//  5b. space_to_depth        a strided conv whose kernel is wider than the array has rows (alexnet's
+//                            a final sigmoid more than 1 LSB off at its scales runs on the host,
+//                            so does a final LeakyReLU whose EltWise form differs from
+//                            onnxruntime's table (exact ties)
+//  5b. space_to_depth        a strided conv whose kernel is wider than the array has rows
+//  (alexnet's
 //                            11x11 s4) -> a stride-1 conv over the host's space-to-depth image
 //   6. partition             the ordered host/device segments (a segment index per node), small
 //                            device islands whose transfers cost more than they buy to the host;
@@ -114,6 +117,11 @@ const std::vector<std::string>& graph_pass_names();
 // points 0; GatiConv: quant_scale = 2^quant_shift, no activation). Returns src, out[o] =
 // in[src[o]]; empty when `n` is not one. Data movement: node_macs counts 0 MACs for it.
 std::vector<std::int64_t> channel_copy_sources(const ir::Graph& g, const ir::Node& n);
+
+// On how many of the 256 int8 inputs lower_to_gati's EltWise form of a QLinearLeakyRelu (input
+// scale sx, output scale sy) differs from onnxruntime's lookup table: 0 unless an input is an
+// exact tie (sx = sy, alpha 0.1: x = -15 gives -1.5) that onnxruntime rounds by float32 noise.
+int leaky_relu_mismatches(double sx, double sy, double alpha);
 
 // The ops assign_devices may put on the device: QOperator/int8 ONNX ops that lower_to_gati
 // knows. Returns an empty string when `n` can run on the Gati, else why not.
