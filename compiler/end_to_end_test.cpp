@@ -95,6 +95,25 @@ TEST(EndToEnd, CnnOn16x1x16WithErrataAllowed) {
   expect_device_equals_reference(cnn(3), isa::kArch16x1x16, 3, true);
 }
 
+TEST(EndToEnd, PointwiseConvOn16x1x16IsRefusedUnlessErrataAllowed) {
+  // A single 1x1 conv on 16,1,16 lowers to ConvType PW, which the RTL never ran and the device
+  // model flags as erratum E6: the compiler must not emit it by default.
+  GraphBuilder b;
+  b.input("x", ir::DType::kInt8, {1, 20, 6, 7});
+  const auto y = b.qconv("pw", "x", 0.05f, random_int8(24 * 20, 11), {24, 20, 1, 1}, 0.01f, 0.1f,
+                         bias(24, 12), {0, 0, 0, 0});
+  b.g.outputs = {y};
+  CompileOptions hw;
+  hw.arch = isa::kArch16x1x16;
+  try {
+    compile(b.g, hw);
+    ADD_FAILURE() << "a ConvType PW program compiled without --allow-errata";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ConvType PW"), std::string::npos) << e.what();
+  }
+  expect_device_equals_reference(b.g, isa::kArch16x1x16, 13, true);
+}
+
 TEST(EndToEnd, ConvFlattenFcReluFc) {
   GraphBuilder b;
   b.input("x", ir::DType::kInt8, {1, 6, 5, 5});

@@ -94,6 +94,11 @@ void check_limits(Context& ctx) {
       const bool split_piece = n.inputs.size() > 3 && !n.inputs[3].empty();
       if (c.depthwise && arch == isa::kArch16x1x16)
         errata.hit(n, "depthwise convolution on 16,1,16 mismatches on v1.0.0");
+      // The device model flags ConvType PW as E6 too: it was never run on the RTL (gati.md 14.8).
+      if (c.type == isa::ConvType::kPointwise)
+        errata.hit(n,
+                   "a 1x1 conv on 16,1,16 is ConvType PW, which was never run on the v1.0.0 RTL "
+                   "(the 16,1,16 configuration is incomplete); use the 9,8,8 or 9,4,4 array");
       // Tall inputs (transpose_tall_images turned the program sideways when that helps).
       if (const std::string tall = tall_image_erratum(c); !tall.empty())
         errata.hit(n, tall + " (transposing the device part would make another conv hang)");
