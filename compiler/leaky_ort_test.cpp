@@ -137,8 +137,8 @@ TEST_P(EqualScaleLeakyLayers, RunOnTheHostAtLeast995PercentEqualToOnnxruntime) {
   for (const isa::SaArch& arch : isa::kSupportedArchs) {
     CompileOptions opt;
     opt.arch = arch;
-    // b4's 1x1 conv alone on 16,1,16: the device model flags E6 (never run on the RTL), which the
-    // compiler does not refuse for a single layer.
+    // b4's 1x1 conv alone on 16,1,16 is ConvType PW, never run on the RTL (E6): refused unless
+    // errata are allowed.
     opt.allow_errata = arch == isa::kArch16x1x16;
     const CompileResult r = compile(model, opt);
     const PlacementNote& p = r.ctx.placement.at(leaky);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "common/scratch_dir.h"
+#include "onnx/onnx_io.h"
 
 #include <sys/wait.h>
 
@@ -59,6 +60,22 @@ inline std::filesystem::path scratch_dir(const std::string& sub = "") {
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d;
+}
+
+// `npukit run PROG` on a committed onnxruntime fixture (STEM.input_0.npy as input `x`), returning
+// the run's output `y` and onnxruntime's (STEM.ort_output_0.npy); status is the run's exit status.
+struct FixtureRun {
+  CliResult run;
+  ir::Tensor got, want;
+};
+inline FixtureRun run_ort_fixture(const std::string& prog, const std::string& stem,
+                                  const std::filesystem::path& dir) {
+  FixtureRun f;
+  f.run = run_npukit("run " + prog + " -i x=" + stem + ".input_0.npy -o " + (dir / "out").string());
+  if (f.run.status != 0) return f;
+  f.got = onnxio::load_tensor_file((dir / "out" / "y.npy").string());
+  f.want = onnxio::load_tensor_file(stem + ".ort_output_0.npy");
+  return f;
 }
 
 }  // namespace npukit::tools::testing

@@ -5,7 +5,6 @@
 // that layer: --explain says why, and `npukit run` gives onnxruntime-node's committed int8 output
 // bit for bit (the staged device form gave 71 93 -52 -26 -18 76 50 3 for 73 89 -45 -29 -17 71 44
 // 8).
-#include "onnx/onnx_io.h"
 #include "tools/cli_test_support.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +12,7 @@
 namespace {
 
 using npukit::tools::testing::run_npukit;
+using npukit::tools::testing::run_ort_fixture;
 using npukit::tools::testing::scratch_dir;
 
 const std::string kStem = std::string(NPUKIT_SOURCE_DIR) + "/fixtures/qop/pool_fc_layer";
@@ -27,10 +27,10 @@ TEST(PoolHostCli, InexactStagedGlobalPoolOnTheHostEqualsOnnxruntime) {
   EXPECT_NE(r.out.find("2 segments (1 on the device)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("15.6 times its output scale: up to 16.12 output LSBs"), std::string::npos)
       << r.out;
-  r = run_npukit("run " + prog + " -i x=" + kStem + ".input_0.npy -o " + (dir / "out").string());
-  ASSERT_EQ(r.status, 0) << r.out;
-  const auto got = npukit::onnxio::load_tensor_file((dir / "out" / "y.npy").string());
-  const auto want = npukit::onnxio::load_tensor_file(kStem + ".ort_output_0.npy");
+  const auto f = run_ort_fixture(prog, kStem, dir);
+  ASSERT_EQ(f.run.status, 0) << f.run.out;
+  const auto& got = f.got;
+  const auto& want = f.want;
   ASSERT_EQ(got.dtype, want.dtype);
   ASSERT_EQ(got.shape, want.shape);
   EXPECT_EQ(got.data, want.data);

@@ -157,8 +157,8 @@ npukit::isa::Manifest small_manifest() {
   npukit::isa::Manifest m;
   m.model = "hand";
   m.gml = "model.gml";
-  npukit::isa::ManifestTensor x{"x", {1, 3, 4, 4}, "int8", 0.5, 0, "activation", 768, 128};
-  npukit::isa::ManifestTensor y{"y", {1, 2, 4, 4}, "int8", 0.5, 0, "activation", 896, 128};
+  npukit::isa::ManifestTensor x{"x", {1, 3, 4, 4}, "int8", 0.5, 0, "activation", 768, 128, {}, {}};
+  npukit::isa::ManifestTensor y{"y", {1, 2, 4, 4}, "int8", 0.5, 0, "activation", 896, 128, {}, {}};
   y.dispatch_id = 0x42;
   y.layer = "conv";
   m.inputs = {x};

@@ -2,7 +2,6 @@
 // (fixtures/qop/sigmoid_layer, made by make_sigmoid_layer.py: the int8 codes +-1 fall in the tanh
 // engine's dead zone) runs on the host: --explain says why and what it costs, and `npukit run`
 // gives onnxruntime-node's committed int8 output bit for bit (the conv requantizes by exactly 1).
-#include "onnx/onnx_io.h"
 #include "tools/cli_test_support.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +11,7 @@
 namespace {
 
 using npukit::tools::testing::run_npukit;
+using npukit::tools::testing::run_ort_fixture;
 using npukit::tools::testing::scratch_dir;
 
 const std::string kStem = std::string(NPUKIT_SOURCE_DIR) + "/fixtures/qop/sigmoid_layer";
@@ -26,10 +26,10 @@ TEST(SigmoidHostCli, InexactFinalSigmoidOnTheHostEqualsOnnxruntime) {
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("2304 lookups per image, no extra transfer"), std::string::npos) << r.out;
-  r = run_npukit("run " + prog + " -i x=" + kStem + ".input_0.npy -o " + (dir / "out").string());
-  ASSERT_EQ(r.status, 0) << r.out;
-  const auto got = npukit::onnxio::load_tensor_file((dir / "out" / "y.npy").string());
-  const auto want = npukit::onnxio::load_tensor_file(kStem + ".ort_output_0.npy");
+  const auto f = run_ort_fixture(prog, kStem, dir);
+  ASSERT_EQ(f.run.status, 0) << f.run.out;
+  const auto& got = f.got;
+  const auto& want = f.want;
   ASSERT_EQ(got.dtype, want.dtype);
   ASSERT_EQ(got.shape, want.shape);
   std::size_t differ = 0;
