@@ -4,6 +4,7 @@
 #include "common/error.h"
 #include "common/file_io.h"
 #include "common/npy.h"
+#include "common/parallel.h"
 #include "ir/tensor_util.h"
 #include "isa/arch.h"
 #include "onnx/onnx_io.h"
@@ -21,8 +22,11 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
+#include <thread>
+#include <vector>
 
 namespace {
 
@@ -109,9 +113,6 @@ void run(const EvalArgs& a) {
     program.data_what = "--data '" + a.data + "'";
     const std::string dir =
         npukit::tools::ensure_program_dir(a.model, program, temp.path().string());
-    npukit::runtime::SessionOptions so;
-    so.warnings = world.rank() == 0 ? &std::cerr : nullptr;
-    session.emplace(dir, so);
     if (!a.float_model.empty()) {
       float_model = npukit::tools::load_model(a.float_model, program);
       if (float_model->inputs.size() != 1)
@@ -121,15 +122,58 @@ void run(const EvalArgs& a) {
     const std::int64_t total = a.limit > 0 ? std::min(a.limit, x.shape[0]) : x.shape[0];
     const auto [first, end] = npukit::analysis::shard_range(total, world.rank(), world.size());
     progress.emplace(end - first, !a.quiet && world.rank() == 0);
-    npukit::analysis::EvalOptions options;
-    options.limit = a.limit;
-    options.float_model = float_model ? &*float_model : nullptr;
-    options.shard_index = world.rank();
-    options.shard_count = world.size();
-    options.progress = [&](std::int64_t done, std::int64_t, std::int64_t correct) {
-      progress->update(done, fmt::format("int8 {:.2f} %{}", 100.0 * correct / done, tail));
+
+    // Images are spread over the threads: each worker has its own Session (its own device model
+    // and DRAM) and evaluates a contiguous block of this rank's images, with the layers inside
+    // run serially. Blocks merged in order give the one-thread result (merge_shards).
+    const int workers = static_cast<int>(std::clamp<std::int64_t>(
+        npukit::thread_count(), 1, std::max<std::int64_t>(end - first, 1)));
+    const int shard_count = world.size() * workers;
+    std::vector<std::optional<npukit::runtime::Session>> extra(workers - 1);
+    std::vector<npukit::analysis::EvalResult> parts(workers);
+    std::vector<std::exception_ptr> errors(workers);
+    std::vector<std::int64_t> done(workers, 0), correct(workers, 0);
+    std::mutex progress_mutex;
+    auto work = [&](int w) {
+      try {
+        npukit::runtime::SessionOptions so;
+        so.warnings = world.rank() == 0 && w == 0 ? &std::cerr : nullptr;
+        auto& s = w == 0 ? session : extra[w - 1];
+        s.emplace(dir, so);
+        npukit::analysis::EvalOptions options;
+        options.limit = a.limit;
+        options.float_model = float_model ? &*float_model : nullptr;
+        options.shard_index = world.rank() * workers + w;
+        options.shard_count = shard_count;
+        options.progress = [&, w](std::int64_t d, std::int64_t, std::int64_t c) {
+          const std::lock_guard lock(progress_mutex);
+          done[w] = d;
+          correct[w] = c;
+          std::int64_t all_done = 0, all_correct = 0;
+          for (int i = 0; i < workers; ++i) all_done += done[i], all_correct += correct[i];
+          progress->update(all_done,
+                           fmt::format("int8 {:.2f} %{}", 100.0 * all_correct / all_done, tail));
+        };
+        parts[w] = npukit::analysis::evaluate(*s, x, labels, options, data_name, labels_name);
+      } catch (...) {
+        errors[w] = std::current_exception();
+      }
     };
-    return npukit::analysis::evaluate(*session, x, labels, options, data_name, labels_name);
+    if (workers == 1) {
+      work(0);
+    } else {
+      const unsigned threads = npukit::thread_count();
+      npukit::set_thread_count(1);  // the workers' layers run serially: one image per core
+      {
+        std::vector<std::jthread> pool;
+        for (int w = 1; w < workers; ++w) pool.emplace_back(work, w);
+        work(0);
+      }
+      npukit::set_thread_count(threads);
+    }
+    for (const auto& e : errors)
+      if (e) std::rethrow_exception(e);
+    return npukit::analysis::merge_shards(parts);
   };
 
   npukit::analysis::EvalResult r;

@@ -1,6 +1,7 @@
-// `mpirun -n 2 npukit eval` (MPI scale-out) against the single process on the bundled digits
-// model: the same output, JSON, predictions and per-layer stats apart from timing. Without MPI
-// built in, a process started as one of several ranks is refused with a clear message.
+// `mpirun -n 2 npukit eval` (MPI scale-out) and `eval --threads 3` against the single process on
+// the bundled digits model: the same output, JSON, predictions and per-layer stats apart from
+// timing. Without MPI built in, a process started as one of several ranks is refused with a clear
+// message.
 #include "tools/cli_test_support.h"
 
 #include <gmock/gmock.h>
@@ -55,6 +56,28 @@ std::string eval_args(const fs::path& out, const std::string& extra) {
          kDigits + "y_test.npy --float " + kDigits + "lenet_digits.onnx -q --json " +
          (out / "eval.json").string() + " --predictions " + (out / "pred.npy").string() +
          " --stats-json " + (out / "stats.json").string() + " " + extra;
+}
+
+// `npukit eval --threads N` spreads the images over N workers, each with its own device model:
+// the same report, JSON, predictions and stats as one thread (101 images over 3 workers: 33, 34,
+// 34; then 2 images, fewer than the threads).
+TEST(EvalThreads, ThreeThreadsGiveTheOneThreadResult) {
+  for (const std::string limit : {"101", "2"}) {
+    const fs::path one = scratch_dir("t1_" + limit), three = scratch_dir("t3_" + limit);
+    const auto single = run_npukit(eval_args(one, "--limit " + limit + " --threads 1"),
+                                   npukit::tools::testing::Stderr::kDiscard);
+    ASSERT_EQ(single.status, 0) << single.out;
+    const auto spread = run_npukit(eval_args(three, "--limit " + limit + " --threads 3"),
+                                   npukit::tools::testing::Stderr::kDiscard);
+    ASSERT_EQ(spread.status, 0) << spread.out;
+    EXPECT_THAT(single.out, HasSubstr(limit + " images of"));
+    EXPECT_EQ(without_timing(spread.out), without_timing(single.out)) << limit;
+    EXPECT_EQ(without_timing(nlohmann::json::parse(slurp(three / "eval.json"))),
+              without_timing(nlohmann::json::parse(slurp(one / "eval.json"))));
+    EXPECT_EQ(without_timing(nlohmann::json::parse(slurp(three / "stats.json"))),
+              without_timing(nlohmann::json::parse(slurp(one / "stats.json"))));
+    EXPECT_EQ(slurp(three / "pred.npy"), slurp(one / "pred.npy"));
+  }
 }
 
 #ifdef NPUKIT_MPIEXEC
