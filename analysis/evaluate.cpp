@@ -13,18 +13,17 @@
 namespace npukit::analysis {
 namespace {
 
-// Image n of `all` (the data's values, images on axis 0) shaped like the model input (batch 1).
-ir::Tensor image_of(const ir::Tensor& x, const std::vector<float>& all, std::int64_t n,
+// One image's values (runtime::image_of, converted to float) shaped like the model input.
+ir::Tensor as_input(const ir::Tensor& x, const std::vector<float>& image,
                     const ir::Shape& input_shape, const std::string& name,
                     const std::string& data_name) {
-  const std::int64_t count = ir::element_count(x.shape) / x.shape[0];
-  std::vector<float> v(all.begin() + n * count, all.begin() + (n + 1) * count);
   ir::Shape shape = input_shape;
   if (!shape.empty()) shape[0] = 1;
+  const auto count = static_cast<std::int64_t>(image.size());
   if (ir::element_count(shape) != count)
     fail("{}: one image has {} values ({}), the model input '{}' takes {} ({})", data_name, count,
          ir::shape_string(x.shape), name, ir::element_count(shape), ir::shape_string(input_shape));
-  return ir::make_tensor(shape, v, name);
+  return ir::make_tensor(shape, image, name);
 }
 
 std::int64_t argmax(const ir::Tensor& t) {
@@ -94,14 +93,15 @@ EvalResult evaluate(runtime::Session& session, const ir::Tensor& x,
   const std::int64_t all = options.limit > 0 ? std::min(x.shape[0], options.limit) : x.shape[0];
   const auto [begin, end] = shard_range(all, options.shard_index, options.shard_count);
   const std::int64_t n = end - begin;
-  const std::vector<float> xs = ir::to_float_vector(x);
   EvalResult r;
   r.images = n;
   r.has_float = float_model != nullptr;
   const auto t0 = std::chrono::steady_clock::now();
   for (std::int64_t i = begin; i < end; ++i) {
+    // Only this image is converted: a shard (or thread) does not copy the whole data set.
+    const std::vector<float> image = ir::to_float_vector(runtime::image_of(x, i));
     ref::TensorMap feeds;
-    feeds[input.name] = image_of(x, xs, i, input.shape, input.name, data_name);
+    feeds[input.name] = as_input(x, image, input.shape, input.name, data_name);
     const auto result = session.run(feeds);
     const std::int64_t p = argmax(result.outputs.at(m.outputs[0].name));
     r.predictions.push_back(p);
@@ -112,7 +112,7 @@ EvalResult evaluate(runtime::Session& session, const ir::Tensor& x,
     if (float_model) {
       const std::string& fin = float_model->inputs[0];
       ref::TensorMap ff;
-      ff[fin] = image_of(x, xs, i, float_model->tensor(fin).shape, fin, data_name);
+      ff[fin] = as_input(x, image, float_model->tensor(fin).shape, fin, data_name);
       const auto fo = ref::run_graph(*float_model, ff);
       const std::int64_t fp = argmax(fo.at(float_model->outputs[0]));
       r.float_correct += fp == labels[i];

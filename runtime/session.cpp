@@ -195,7 +195,10 @@ ref::TensorMap Session::run_device(const isa::ManifestSegment& segment,
 ir::Tensor image_of(const ir::Tensor& t, std::int64_t n) {
   const std::int64_t batch = t.shape.empty() ? 1 : t.shape[0];
   const std::size_t image_bytes = t.data.size() / static_cast<std::size_t>(batch);
-  ir::Tensor out = t;
+  ir::Tensor out;  // not `= t`: that would copy every image's bytes to keep one
+  out.name = t.name;
+  out.dtype = t.dtype;
+  out.shape = t.shape;
   if (!out.shape.empty()) out.shape[0] = 1;
   out.data.assign(t.data.begin() + static_cast<std::ptrdiff_t>(n * image_bytes),
                   t.data.begin() + static_cast<std::ptrdiff_t>((n + 1) * image_bytes));
