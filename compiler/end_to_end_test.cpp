@@ -192,16 +192,14 @@ TEST(EndToEnd, ResidualAddSigmoidLeakyConcatResize) {
   b.value("sum", ir::DType::kInt8, {1, 8, 6, 6});
   b.node("QLinearAdd", "com.microsoft",
          {c1, "c1_ys", "c1_yz", c2, "c2_ys", "c2_yz", b.f32("ss", 0.15f), "c1_yz"}, {"sum"}, "add");
-  b.value("leaky", ir::DType::kInt8, {1, 8, 6, 6});
-  b.node("QLinearLeakyRelu", "com.microsoft", {"sum", "ss", "c1_yz", b.f32("sl", 0.1f), "c1_yz"},
-         {"leaky"}, "leaky")
-      .attributes["alpha"] = 0.1f;
+  const auto leaky = b.qleaky("leaky", "sum", "ss", "c1_yz", 0.1f, 0.1f);
   b.value("sig", ir::DType::kInt8, {1, 8, 6, 6});
   b.node("QLinearSigmoid", "com.microsoft",
          {c2, "c2_ys", "c1_yz", b.f32("s_sig", 1.0f / 256), "c1_yz"}, {"sig"}, "sigmoid");
   b.value("cat", ir::DType::kInt8, {1, 16, 6, 6});
   b.node("QLinearConcat", "com.microsoft",
-         {"sl", "c1_yz", "leaky", "sl", "c1_yz", "sig", "s_sig", "c1_yz"}, {"cat"}, "concat")
+         {"leaky_ys", "c1_yz", leaky, "leaky_ys", "c1_yz", "sig", "s_sig", "c1_yz"}, {"cat"},
+         "concat")
       .attributes["axis"] = std::int64_t{1};
   b.value("up", ir::DType::kInt8, {1, 16, 12, 12});
   auto& rs =

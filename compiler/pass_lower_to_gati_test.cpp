@@ -131,11 +131,8 @@ TEST(LowerToGati, LeakyReluIsTwoEltwiseAddsNotTheFlooringTail) {
   b.input("x", ir::DType::kInt8, {1, 8, 4, 4});
   auto c = b.qconv("conv", "x", 0.02f, std::vector<std::int8_t>(8 * 8 * 9, 1), {8, 8, 3, 3}, 0.01f,
                    0.05f, {}, {1, 1, 1, 1});
-  b.value("l", ir::DType::kInt8, {1, 8, 4, 4});
-  auto& n = b.node("QLinearLeakyRelu", "com.microsoft",
-                   {c, "conv_ys", "conv_yz", b.f32("sl", 0.1f), "conv_yz"}, {"l"}, "leaky");
-  n.attributes["alpha"] = 0.1f;
-  b.g.outputs = {"l"};
+  const auto l = b.qleaky("leaky", c, "conv_ys", "conv_yz", 0.1f, 0.1f);
+  b.g.outputs = {l};
   // The device form (s_x / s_y = 0.5, alpha 0.1: x = -10 (2j + 1) are exact ties onnxruntime
   // rounds by float32 noise, so by default this LeakyReLU, a graph output, runs on the host).
   Context ctx;
@@ -166,7 +163,7 @@ TEST(LowerToGati, LeakyReluIsTwoEltwiseAddsNotTheFlooringTail) {
   EXPECT_NEAR(static_cast<double>(leaky.get_int("b_scale", 0)), 117964.8, 3.5);
   EXPECT_NEAR(static_cast<double>(leaky.get_int("quant_scale", 0)), 16384, 3);
   EXPECT_EQ(leaky.get_int("quant_shift", 0), 22);
-  EXPECT_EQ(leaky.outputs[0], "l");
+  EXPECT_EQ(leaky.outputs[0], l);
 }
 
 TEST(FuseTail, ExposedValuesAreNotFused) {

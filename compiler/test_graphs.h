@@ -99,6 +99,16 @@ struct GraphBuilder {
     return y;
   }
 
+  // com.microsoft QLinearLeakyRelu of x, whose scale and zero point are the tensors xs and xz; the
+  // output keeps xz as its zero point.
+  std::string qleaky(const std::string& name, const std::string& x, const std::string& xs,
+                     const std::string& xz, float sy, float alpha) {
+    const std::string y = value(name + "_out", ir::DType::kInt8, g.tensor(x).shape);
+    node("QLinearLeakyRelu", "com.microsoft", {x, xs, xz, f32(name + "_ys", sy), xz}, {y}, name)
+        .attributes["alpha"] = alpha;
+    return y;
+  }
+
   std::string maxpool(const std::string& name, const std::string& x, std::int64_t k, std::int64_t s,
                       std::int64_t pad = 0) {
     const auto& xs = g.tensor(x).shape;
