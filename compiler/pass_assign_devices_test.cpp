@@ -282,9 +282,10 @@ TEST(AssignDevices, FlattenThatIsAlsoAGraphOutputRunsOnTheHost) {
     assign_devices(ctx);
     EXPECT_TRUE(ctx.on_device("fc"));
     EXPECT_EQ(ctx.on_device("flatten"), !flat_out) << ctx.placement["flatten"].reason;
-    if (flat_out)
+    if (flat_out) {
       EXPECT_NE(ctx.placement["flatten"].reason.find("its output is a graph output"),
                 std::string::npos);
+    }
   }
 }
 
@@ -293,11 +294,8 @@ TEST(AssignDevices, LeakyReluWithTiesWhoseResultLeavesRunsOnTheHost) {
   b.input("x", ir::DType::kInt8, {1, 8, 4, 4});
   auto c = b.qconv("conv", "x", 0.02f, std::vector<std::int8_t>(8 * 8 * 9, 1), {8, 8, 3, 3}, 0.01f,
                    0.05f, {}, {1, 1, 1, 1});
-  b.value("l", ir::DType::kInt8, {1, 8, 4, 4});
-  auto& n = b.node("QLinearLeakyRelu", "com.microsoft",
-                   {c, "conv_ys", "conv_yz", b.f32("sl", 0.05f), "conv_yz"}, {"l"}, "leaky");
-  n.attributes["alpha"] = 0.1f;
-  b.g.outputs = {"l"};
+  const auto l = b.qleaky("leaky", c, "conv_ys", "conv_yz", 0.05f, 0.1f);
+  b.g.outputs = {l};
   // s_x = s_y: x = -5, -15, ... are exact ties; the EltWise form's table differs from
   // onnxruntime's on some of them (leaky_relu_mismatches, computed independently here).
   EXPECT_GT(leaky_relu_mismatches(0.05, 0.05, 0.1), 0);
@@ -310,7 +308,7 @@ TEST(AssignDevices, LeakyReluWithTiesWhoseResultLeavesRunsOnTheHost) {
   EXPECT_NE(ctx.placement.at("leaky").reason.find("onnxruntime's lookup table"), std::string::npos);
   // Read by a device op, it stays (moving it would cut the segment).
   b.value("m", ir::DType::kInt8, {1, 8, 3, 3});
-  b.node("MaxPool", "", {"l"}, {"m"}, "pool").attributes["kernel_shape"] =
+  b.node("MaxPool", "", {l}, {"m"}, "pool").attributes["kernel_shape"] =
       std::vector<std::int64_t>{2, 2};
   b.g.outputs = {"m"};
   Context chain;
