@@ -58,6 +58,20 @@ std::string eval_args(const fs::path& out, const std::string& extra) {
          " --stats-json " + (out / "stats.json").string() + " " + extra;
 }
 
+// Two evals of the same images, written to `a` and `b` (eval_args): the same report apart from
+// timing, JSON, per-layer stats and predictions.
+void expect_same_eval(const std::string& out_a, const fs::path& a, const std::string& out_b,
+                      const fs::path& b, const std::string& what) {
+  EXPECT_EQ(without_timing(out_b), without_timing(out_a)) << what;
+  EXPECT_EQ(without_timing(nlohmann::json::parse(slurp(b / "eval.json"))),
+            without_timing(nlohmann::json::parse(slurp(a / "eval.json"))))
+      << what;
+  EXPECT_EQ(without_timing(nlohmann::json::parse(slurp(b / "stats.json"))),
+            without_timing(nlohmann::json::parse(slurp(a / "stats.json"))))
+      << what;
+  EXPECT_EQ(slurp(b / "pred.npy"), slurp(a / "pred.npy")) << what;
+}
+
 // `npukit eval --threads N` spreads the images over N workers, each with its own device model:
 // the same report, JSON, predictions and stats as one thread (101 images over 3 workers: 33, 34,
 // 34; then 2 images, fewer than the threads).
@@ -71,12 +85,7 @@ TEST(EvalThreads, ThreeThreadsGiveTheOneThreadResult) {
                                    npukit::tools::testing::Stderr::kDiscard);
     ASSERT_EQ(spread.status, 0) << spread.out;
     EXPECT_THAT(single.out, HasSubstr(limit + " images of"));
-    EXPECT_EQ(without_timing(spread.out), without_timing(single.out)) << limit;
-    EXPECT_EQ(without_timing(nlohmann::json::parse(slurp(three / "eval.json"))),
-              without_timing(nlohmann::json::parse(slurp(one / "eval.json"))));
-    EXPECT_EQ(without_timing(nlohmann::json::parse(slurp(three / "stats.json"))),
-              without_timing(nlohmann::json::parse(slurp(one / "stats.json"))));
-    EXPECT_EQ(slurp(three / "pred.npy"), slurp(one / "pred.npy"));
+    expect_same_eval(single.out, one, spread.out, three, "--limit " + limit);
   }
 }
 
@@ -101,12 +110,7 @@ TEST(MpiEval, TwoRanksGiveTheSingleProcessResult) {
     const auto mpi = run_mpi(2, eval_args(two, "--limit " + limit));
     ASSERT_EQ(mpi.status, 0) << mpi.out;
     EXPECT_THAT(single.out, HasSubstr(limit + " images of"));
-    EXPECT_EQ(without_timing(mpi.out), without_timing(single.out)) << limit;
-    EXPECT_EQ(without_timing(nlohmann::json::parse(slurp(two / "eval.json"))),
-              without_timing(nlohmann::json::parse(slurp(one / "eval.json"))));
-    EXPECT_EQ(without_timing(nlohmann::json::parse(slurp(two / "stats.json"))),
-              without_timing(nlohmann::json::parse(slurp(one / "stats.json"))));
-    EXPECT_EQ(slurp(two / "pred.npy"), slurp(one / "pred.npy"));
+    expect_same_eval(single.out, one, mpi.out, two, "--limit " + limit);
   }
 }
 
