@@ -41,6 +41,10 @@ Bytes encode_gml(const GmlProgram& program);
 // packet, or blobs overlapping each other or the instruction region.
 GmlProgram decode_gml(ByteSpan gml);
 
+// decode_gml's checks alone, without copying the blobs out (what a loader runs before it sends
+// the bytes as they are).
+void validate_gml(ByteSpan gml);
+
 // Structural checks of an instruction list against the stream layout the RTL ran (gati.md 3.2,
 // 4): every megablock is followed by its group and a START(i, N), LayerNumber counts 1..N, and
 // N is the number of megablocks. Returns human-readable findings, empty when it all holds.

@@ -29,7 +29,7 @@ void check_gml(const Program& program, const std::string& where) {
          program.gml.size(), m.gml_bytes,
          program.gml.size() < m.gml_bytes ? "the file is truncated" : "the file has extra bytes");
   try {
-    (void)isa::decode_gml(program.gml);
+    isa::validate_gml(program.gml);
   } catch (const Error& e) {
     fail("{}: not a valid GML program: {}", where, e.what());
   }
