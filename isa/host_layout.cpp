@@ -2,6 +2,9 @@
 
 #include "common/error.h"
 
+#include <algorithm>
+#include <cstring>
+
 namespace npukit::isa {
 
 std::uint64_t activation_offset(std::int64_t c, std::int64_t p, std::int64_t pixels,
@@ -20,6 +23,21 @@ std::uint64_t activation_bytes(std::int64_t c, std::int64_t h, std::int64_t w, c
 }
 
 namespace {
+
+// Calls f(ch, px, offset, n) for runs of n <= dk pixels px.. of channel ch that lie at
+// consecutive offsets (activation_offset(ch, px + i) = offset + i): a channel's pixels fill dk
+// bytes of every 32-byte word, so a whole image is copied in dk-byte runs instead of an offset
+// computed per element.
+template <typename F>
+void for_each_run(std::int64_t c, std::int64_t pixels, const SaArch& arch, F&& f) {
+  const auto dk = static_cast<std::int64_t>(arch.pixels_per_word());
+  for (std::int64_t ch = 0; ch < c; ++ch) {
+    std::uint64_t offset = activation_offset(ch, 0, pixels, arch);
+    for (std::int64_t px = 0; px < pixels; px += dk, offset += 32)
+      f(ch, px, offset, std::min(dk, pixels - px));
+  }
+}
+
 void check_values(std::size_t have, std::int64_t c, std::int64_t h, std::int64_t w,
                   const char* what) {
   if (c <= 0 || h <= 0 || w <= 0 || have != static_cast<std::size_t>(c * h * w))
@@ -37,9 +55,9 @@ Bytes pack_activation(std::span<const std::int8_t> chw, std::int64_t c, std::int
   check_values(chw.size(), c, h, w, "pack_activation");
   const std::int64_t p = h * w;
   Bytes out(activation_bytes(c, h, w, arch), 0);
-  for (std::int64_t ch = 0; ch < c; ++ch)
-    for (std::int64_t px = 0; px < p; ++px)
-      out[activation_offset(ch, px, p, arch)] = static_cast<std::uint8_t>(chw[ch * p + px]);
+  for_each_run(c, p, arch, [&](std::int64_t ch, std::int64_t px, std::uint64_t at, std::int64_t n) {
+    std::memcpy(&out[at], &chw[ch * p + px], static_cast<std::size_t>(n));
+  });
   return out;
 }
 
@@ -48,9 +66,9 @@ std::vector<std::int8_t> unpack_activation(ByteSpan bytes, std::int64_t c, std::
   check_bytes(bytes.size(), activation_bytes(c, h, w, arch), c, h, w, "unpack_activation");
   const std::int64_t p = h * w;
   std::vector<std::int8_t> out(static_cast<std::size_t>(c * p));
-  for (std::int64_t ch = 0; ch < c; ++ch)
-    for (std::int64_t px = 0; px < p; ++px)
-      out[ch * p + px] = static_cast<std::int8_t>(bytes[activation_offset(ch, px, p, arch)]);
+  for_each_run(c, p, arch, [&](std::int64_t ch, std::int64_t px, std::uint64_t at, std::int64_t n) {
+    std::memcpy(&out[ch * p + px], &bytes[at], static_cast<std::size_t>(n));
+  });
   return out;
 }
 
@@ -59,10 +77,10 @@ Bytes pack_activation32(std::span<const std::int32_t> chw, std::int64_t c, std::
   check_values(chw.size(), c, h, w, "pack_activation32");
   const std::int64_t p = h * w;
   Bytes out(4 * activation_bytes(c, h, w, arch), 0);
-  for (std::int64_t ch = 0; ch < c; ++ch)
-    for (std::int64_t px = 0; px < p; ++px)
-      store_be32(&out[4 * activation_offset(ch, px, p, arch)],
-                 static_cast<std::uint32_t>(chw[ch * p + px]));
+  for_each_run(c, p, arch, [&](std::int64_t ch, std::int64_t px, std::uint64_t at, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i)
+      store_be32(&out[4 * (at + i)], static_cast<std::uint32_t>(chw[ch * p + px + i]));
+  });
   return out;
 }
 
@@ -71,10 +89,10 @@ std::vector<std::int32_t> unpack_activation32(ByteSpan bytes, std::int64_t c, st
   check_bytes(bytes.size(), 4 * activation_bytes(c, h, w, arch), c, h, w, "unpack_activation32");
   const std::int64_t p = h * w;
   std::vector<std::int32_t> out(static_cast<std::size_t>(c * p));
-  for (std::int64_t ch = 0; ch < c; ++ch)
-    for (std::int64_t px = 0; px < p; ++px)
-      out[ch * p + px] =
-          static_cast<std::int32_t>(load_be32(&bytes[4 * activation_offset(ch, px, p, arch)]));
+  for_each_run(c, p, arch, [&](std::int64_t ch, std::int64_t px, std::uint64_t at, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i)
+      out[ch * p + px + i] = static_cast<std::int32_t>(load_be32(&bytes[4 * (at + i)]));
+  });
   return out;
 }
 

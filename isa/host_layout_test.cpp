@@ -35,11 +35,21 @@ TEST(HostLayout, PackUnpackRoundTripAndZeroPadding) {
     std::size_t nonzero_values = 0;
     for (auto v : chw) nonzero_values += v != 0;
     EXPECT_EQ(nonzero_slots, nonzero_values) << a << ": padding bytes must be zero";
-    EXPECT_EQ(unpack_activation(packed, c, h, w, arch), chw) << a;
-
     std::vector<std::int32_t> wide(chw.begin(), chw.end());
     wide[3] = -123456789;
-    EXPECT_EQ(unpack_activation32(pack_activation32(wide, c, h, w, arch), c, h, w, arch), wide);
+    const Bytes packed32 = pack_activation32(wide, c, h, w, arch);
+    // Every element sits where the hand-checked activation_offset says.
+    for (std::int64_t ch = 0; ch < c; ++ch)
+      for (std::int64_t px = 0; px < h * w; ++px) {
+        const std::uint64_t at = activation_offset(ch, px, h * w, arch);
+        ASSERT_EQ(static_cast<std::int8_t>(packed[at]), chw[ch * h * w + px]) << a;
+        const std::uint32_t be = std::uint32_t{packed32[4 * at]} << 24 |
+                                 std::uint32_t{packed32[4 * at + 1]} << 16 |
+                                 std::uint32_t{packed32[4 * at + 2]} << 8 | packed32[4 * at + 3];
+        ASSERT_EQ(static_cast<std::int32_t>(be), wide[ch * h * w + px]) << a;
+      }
+    EXPECT_EQ(unpack_activation(packed, c, h, w, arch), chw) << a;
+    EXPECT_EQ(unpack_activation32(packed32, c, h, w, arch), wide);
   }
 }
 
