@@ -89,6 +89,24 @@ Outputs quantize_linear(const ir::Node& node, const OpInputs& in) {
     fail("y_scale and y_zero_point differ in size");
   const auto ix = axis_indexer(x.shape, scale.size(), node.get_int("axis", 1), "y_scale");
   Tensor out = ir::make_tensor(type, x.shape);
+  if (scale.size() == 1) {
+    // One scale (a model's input image): the same arithmetic without the per-element indexer,
+    // type switch and rounding call (round_half_even by the 1.5 * 2^23 addition, exact for
+    // |v| <= 2^22; anything larger, or NaN, takes the general expression).
+    const float s = scale[0], z = static_cast<float>(zero[0]);
+    const bool to_int8 = type == DType::kInt8;
+    const float lo = to_int8 ? -128.f : 0.f, hi = to_int8 ? 127.f : 255.f;
+    auto* out_bytes = out.as_mutable<std::uint8_t>();
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      const float v = xs[i] / s;
+      constexpr float kMagic = 12582912.f;  // 1.5 * 2^23
+      const float r = std::fabs(v) <= 4194304.f ? (v + kMagic) - kMagic : round_half_even(v);
+      const float q = std::clamp(r + z, lo, hi);
+      out_bytes[i] = to_int8 ? static_cast<std::uint8_t>(static_cast<std::int8_t>(q))
+                             : static_cast<std::uint8_t>(q);
+    }
+    return one(std::move(out));
+  }
   for (std::int64_t i = 0; i < static_cast<std::int64_t>(xs.size()); ++i) {
     const std::int64_t p = ix(i);
     store(out, i,

@@ -3,6 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "common/error.h"
 #include "ir/tensor_util.h"
 #include "ref/executor.h"
@@ -67,6 +70,31 @@ TEST(QuantizeLinear, RoundsHalfToEvenAndSaturates) {
   auto u = run_node("QuantizeLinear", "", {f32({-3.f, 3.f}), f32({1.f})});
   EXPECT_EQ(u.dtype, ir::DType::kUInt8);
   EXPECT_THAT(ir::to_vector<std::uint8_t>(u), ElementsAre(0, 3));
+}
+
+// One scale takes a loop of its own (an input image); it must round and saturate as the formula
+// does: nearbyint(x / scale) + zero point, clamped, at ties, near 2^22 and far beyond the range.
+TEST(QuantizeLinear, OneScaleMatchesTheFormulaEverywhere) {
+  std::vector<float> x;
+  for (int k = -300; k <= 300; ++k) x.push_back(k * 0.25f);
+  for (float big : {4194303.5f, 4194304.f, 4194305.f, 8388609.f, 1e7f, 3e38f})
+    x.insert(x.end(), {big, -big});
+  for (const float scale : {0.5f, 1.f / 3.f, 7.f}) {
+    for (const bool to_int8 : {true, false}) {
+      const int zero = to_int8 ? 3 : 128;
+      const ir::Tensor y = run_node(
+          "QuantizeLinear", "",
+          {f32(x), f32({scale}),
+           to_int8 ? s8({static_cast<std::int8_t>(zero)}) : u8({static_cast<std::uint8_t>(zero)})});
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        const float q = std::clamp(std::nearbyint(x[i] / scale) + static_cast<float>(zero),
+                                   to_int8 ? -128.f : 0.f, to_int8 ? 127.f : 255.f);
+        const int got = to_int8 ? int{ir::to_vector<std::int8_t>(y)[i]}
+                                : int{ir::to_vector<std::uint8_t>(y)[i]};
+        ASSERT_EQ(got, static_cast<int>(q)) << x[i] << " / " << scale;
+      }
+    }
+  }
 }
 
 TEST(QuantizeLinear, PerAxis) {
