@@ -5,6 +5,9 @@
 #include "onnx/onnx_io.h"
 
 #include <algorithm>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -341,10 +344,28 @@ void for_each_float(const ref::TensorMap& values, const std::vector<std::string>
 void accumulate(Stats& s, const std::string& name, const std::string& where, int pass,
                 const float* p, std::size_t n) {
   if (pass == 0) {
-    // Branch-free so it vectorises; a NaN or infinity makes `finite` false.
+    // A NaN or infinity makes `finite` false. When every value is finite the maximum does not
+    // depend on the order, so four lanes of SSE2 (x86-64's baseline) may take it.
     float max_abs = s.max_abs;
     bool finite = true;
-    for (std::size_t i = 0; i < n; ++i) {
+    std::size_t i = 0;
+#if defined(__SSE2__)
+    const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7FFFFFFF));
+    const __m128 largest = _mm_set1_ps(std::numeric_limits<float>::max());
+    __m128 m0 = _mm_set1_ps(max_abs), m1 = m0, ok = _mm_castsi128_ps(_mm_set1_epi32(-1));
+    for (; i + 8 <= n; i += 8) {
+      const __m128 a = _mm_and_ps(_mm_loadu_ps(p + i), abs_mask);
+      const __m128 b = _mm_and_ps(_mm_loadu_ps(p + i + 4), abs_mask);
+      ok = _mm_and_ps(ok, _mm_and_ps(_mm_cmple_ps(a, largest), _mm_cmple_ps(b, largest)));
+      m0 = _mm_max_ps(m0, a);
+      m1 = _mm_max_ps(m1, b);
+    }
+    alignas(16) float lanes[4];
+    _mm_store_ps(lanes, _mm_max_ps(m0, m1));
+    for (const float v : lanes) max_abs = v > max_abs ? v : max_abs;
+    finite = _mm_movemask_ps(ok) == 0xF;
+#endif
+    for (; i < n; ++i) {
       const float a = std::fabs(p[i]);
       finite &= a <= std::numeric_limits<float>::max();
       max_abs = a > max_abs ? a : max_abs;
@@ -361,12 +382,48 @@ void accumulate(Stats& s, const std::string& name, const std::string& where, int
     const double per_unit = static_cast<double>(s.bins.size()) / s.max_abs;
     const double last = static_cast<double>(s.bins.size() - 1);
     const bool signs = !s.negative.empty();  // entropy calibration only
-    for (std::size_t i = 0; i < n; ++i) {
-      const auto bin = static_cast<std::size_t>(std::min(last, std::fabs(p[i]) * per_unit));
-      ++s.bins[bin];
-      if (signs) s.negative[bin] += p[i] < 0.0f;
-      s.zeros += p[i] == 0.0f;
+    const std::size_t bins = s.bins.size();
+    auto bin_of = [&](float v) {
+      return static_cast<std::size_t>(std::min(last, std::fabs(v) * per_unit));
+    };
+    if (signs) {
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t bin = bin_of(p[i]);
+        ++s.bins[bin];
+        s.negative[bin] += p[i] < 0.0f;
+        s.zeros += p[i] == 0.0f;
+      }
+      return;
     }
+    // Four interleaved sets of counters: a run of values in one bin (the exact zeros of every
+    // Relu output, half of them) made each increment wait for the previous one's store.
+    thread_local std::vector<std::uint32_t> counts;
+    std::uint64_t zeros = 0;
+    for (std::size_t begin = 0; begin < n;) {
+      const std::size_t end = begin + std::min<std::size_t>(n - begin, std::size_t{1} << 32);
+      counts.assign(4 * bins, 0);
+      std::uint32_t *c0 = counts.data(), *c1 = c0 + bins, *c2 = c1 + bins, *c3 = c2 + bins;
+      std::size_t i = begin;
+      for (; i + 4 <= end; i += 4) {
+        ++c0[bin_of(p[i])];
+        ++c1[bin_of(p[i + 1])];
+        ++c2[bin_of(p[i + 2])];
+        ++c3[bin_of(p[i + 3])];
+      }
+      for (; i < end; ++i) ++c0[bin_of(p[i])];
+      for (std::size_t b = 0; b < bins; ++b)
+        s.bins[b] += std::uint64_t{c0[b]} + c1[b] + c2[b] + c3[b];
+      i = begin;
+#if defined(__SSE2__)
+      // Zeros per 4-lane mask (a table: the baseline CPU has no popcnt instruction).
+      constexpr unsigned char kBits[16] = {0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4};
+      for (; i + 4 <= end; i += 4)
+        zeros += kBits[_mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(p + i), _mm_setzero_ps()))];
+#endif
+      for (; i < end; ++i) zeros += p[i] == 0.0f;
+      begin = end;
+    }
+    s.zeros += zeros;
   }
 }
 

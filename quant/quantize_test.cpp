@@ -81,6 +81,41 @@ TEST(Calibration, PercentileByHand) {
   EXPECT_THROW(percentile_threshold({1}, 1.0f, 0), Error);
 }
 
+// Long tensors take calibrate's vector loops (max, zero count, four interleaved counters);
+// lengths 1003 and 8 leave every kind of remainder. Each percentile threshold must be the end
+// of the bin where a plain count over the same bins reaches it, and a NaN anywhere is refused.
+TEST(Calibration, PercentileOfLongTensorsMatchesAPlainCount) {
+  for (const std::int64_t n : {std::int64_t{1003}, std::int64_t{8}}) {
+    ir::Graph g = relu_graph();
+    g.tensors["x"].shape = {1, n};
+    g.tensors["y"].shape = {1, n};
+    std::vector<float> values(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < values.size(); ++i)  // a third exact zeros, the rest spread
+      values[i] = i % 3 == 0 ? 0.0f : static_cast<float>((i * 7919) % 1000) / 97.0f - 3.0f;
+    const std::vector<ref::TensorMap> samples = {
+        {{"x", ir::make_tensor<float>({1, n}, values, "x")}}};
+    QuantizeOptions o;
+    o.method = Calibration::kPercentile;
+    o.histogram_bins = 64;
+    o.quantized_bins = 8;
+    float max_abs = 0;
+    for (float v : values) max_abs = std::max(max_abs, std::fabs(v));
+    std::vector<std::uint64_t> bins(64, 0);
+    for (float v : values)
+      ++bins[static_cast<std::size_t>(std::min(63.0, std::fabs(v) * (64.0 / max_abs)))];
+    for (const double percentile : {50.0, 90.0, 99.0, 100.0}) {
+      o.percentile = percentile;
+      EXPECT_FLOAT_EQ(calibrate(g, samples, o).at("x"),
+                      percentile_threshold(bins, max_abs, percentile))
+          << n << " values, percentile " << percentile;
+    }
+    std::vector<float> with_nan = values;
+    with_nan[static_cast<std::size_t>(n) - 6] = NAN;
+    EXPECT_THROW(calibrate(g, {{{"x", ir::make_tensor<float>({1, n}, with_nan, "x")}}}, o), Error)
+        << n;
+  }
+}
+
 TEST(Calibration, EntropyByHand) {
   // Histogram [10, 2, 0, 1] over [0, 4] (width 1), 2 quantized levels. Candidates i = 2, 3, 4:
   // P and Q are both divided by the total count 13 (Q lacks the clipped mass).
