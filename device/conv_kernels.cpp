@@ -22,6 +22,7 @@ namespace npukit::device::conv_kernels {
 namespace {
 struct TileTag;
 struct QuadChannelTag;
+struct GemmOffsetTag;
 
 std::uint32_t pair_word(std::int8_t lo, std::int8_t hi) {
   return static_cast<std::uint32_t>(static_cast<std::uint16_t>(std::int16_t{lo})) |
@@ -86,7 +87,8 @@ const std::int8_t* plane_of(const DenseConv& c, std::int64_t ch) {
 
 namespace detail {
 
-void pack(const DenseConv& c, Packed& p) {
+void pack(const DenseConv& c, Packed& p, std::uint64_t tile_k) {
+  if (tile_k != kTileK && tile_k != kGemmBlock) fail("pack: blocks of {} output channels", tile_k);
   const Phases ph = phases(c, p.tap_offset);
   p.wq = ph.wq;
   p.plane_words = ph.plane_words;
@@ -103,8 +105,8 @@ void pack(const DenseConv& c, Packed& p) {
     scatter_phases(c, ph, p.x.data() + pr * p.plane_words,
                    [&](std::uint64_t at) { return pair_word(lo ? lo[at] : 0, hi ? hi[at] : 0); });
   }
-  p.kn_padded = (c.kn + kTileK - 1) / kTileK * kTileK;
-  PackedWeights* kept = c.packs ? &c.packs->pairs : nullptr;
+  p.kn_padded = (c.kn + tile_k - 1) / tile_k * tile_k;
+  PackedWeights* kept = c.packs ? (tile_k == kTileK ? &c.packs->pairs : &c.packs->pairs8) : nullptr;
   std::vector<std::uint32_t>& w = kept ? kept->w : p.w;
   p.w_data = w.data();
   if (kept && kept->ready) return;
@@ -112,7 +114,7 @@ void pack(const DenseConv& c, Packed& p) {
   p.w_data = w.data();
   if (kept) kept->ready = true;
   for (std::uint64_t k = 0; k < c.kn; ++k) {
-    const std::uint64_t kb = k / kTileK, kk = k % kTileK;
+    const std::uint64_t kb = k / tile_k, kk = k % tile_k;
     const std::int8_t* wk = c.weights + k * c.plane_count * p.taps;
     for (std::uint64_t pr = 0; pr < p.pairs; ++pr) {
       // plane() has checked the channels.
@@ -120,7 +122,7 @@ void pack(const DenseConv& c, Packed& p) {
       const std::int8_t* lo = c_lo < 0 ? nullptr : wk + static_cast<std::uint64_t>(c_lo) * p.taps;
       const std::int8_t* hi = c_hi < 0 ? nullptr : wk + static_cast<std::uint64_t>(c_hi) * p.taps;
       for (std::uint64_t t = 0; t < p.taps; ++t)
-        w[((kb * p.pairs + pr) * p.taps + t) * kTileK + kk] =
+        w[((kb * p.pairs + pr) * p.taps + t) * tile_k + kk] =
             pair_word(lo ? lo[t] : 0, hi ? hi[t] : 0);
     }
   }
@@ -177,8 +179,7 @@ void pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias) {
   p.quads = chans.size() / 4;
   p.split_quads = c.split == c.channels.size() ? p.quads : (c.split + 3) / 4;
   p.q_count = c.oh() * p.wq;
-  // The VNNI tiles step 48 outputs; the AVX2 u8 tiles (bias 0) 16, which wastes less on small
-  // planes (7x7: 64 virtual outputs instead of 96).
+  // The VNNI tiles step 48 outputs; with bias 0 (the GEMM form and the tests' plain model) 16.
   const std::uint64_t q_step = bias == 0 ? 16 : kTileQ4;
   p.q_padded = (p.q_count + q_step - 1) / q_step * q_step;
   // Every byte x = 0 (the value of padding and of the zero channels): 0x80808080 with bias 128.
@@ -258,6 +259,56 @@ void quad_tiles_scalar(const PackedQuads& p, std::uint64_t kb, std::uint64_t qua
     }
 }
 
+namespace {
+// The GEMM form's plain C++ tiles; product(x, w) is one word's products summed.
+template <typename Product>
+void gemm_scalar(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
+                 const std::uint64_t* q, std::uint64_t n, std::uint64_t g_begin,
+                 std::uint64_t g_end, bool accumulate, std::int32_t* y, Product&& product) {
+  for (std::uint64_t i = 0; i < n; ++i)
+    for (std::uint64_t b = 0; b < blocks; ++b) {
+      const std::uint32_t* w = op.w + (kb + b) * op.groups * op.taps * kGemmBlock;
+      for (std::uint64_t j = 0; j < kGemmBlock; ++j) {
+        std::int32_t& out = y[i * kGemmK + b * kGemmBlock + j];
+        std::uint32_t sum = accumulate ? static_cast<std::uint32_t>(out) : 0;
+        for (std::uint64_t g = g_begin; g < g_end; ++g)
+          for (std::uint64_t t = 0; t < op.taps; ++t)
+            sum += static_cast<std::uint32_t>(
+                product(op.x[static_cast<std::uint64_t>(op.offset[g * op.taps + t]) + q[i]],
+                        w[(g * op.taps + t) * kGemmBlock + j]));
+        out = static_cast<std::int32_t>(sum);
+      }
+    }
+}
+}  // namespace
+
+void gemm_pairs_scalar(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
+                       const std::uint64_t* q, std::uint64_t n, std::uint64_t g_begin,
+                       std::uint64_t g_end, bool accumulate, std::int32_t* y) {
+  gemm_scalar(
+      op, kb, blocks, q, n, g_begin, g_end, accumulate, y,
+      [](std::uint32_t x, std::uint32_t w) { return low16(x) * low16(w) + high16(x) * high16(w); });
+}
+
+void gemm_quads_scalar(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
+                       const std::uint64_t* q, std::uint64_t n, std::uint64_t g_begin,
+                       std::uint64_t g_end, bool accumulate, std::int32_t* y) {
+  gemm_scalar(op, kb, blocks, q, n, g_begin, g_end, accumulate, y,
+              [](std::uint32_t x, std::uint32_t w) {
+                std::int32_t sum = 0;
+                for (int b = 0; b < 4; ++b)
+                  sum += static_cast<std::int32_t>((x >> (8 * b)) & 0xFF) *
+                         static_cast<std::int8_t>(w >> (8 * b));
+                return sum;
+              });
+}
+
+void lanes_out_scalar(const std::int32_t* y, std::uint64_t n, std::uint64_t k_count,
+                      std::int32_t* out, std::uint64_t out_stride) {
+  for (std::uint64_t k = 0; k < k_count; ++k)
+    for (std::uint64_t i = 0; i < n; ++i) out[k * out_stride + i] = y[i * kGemmK + k];
+}
+
 }  // namespace detail
 
 namespace {
@@ -335,6 +386,69 @@ void dense_conv_quads(const DenseConv& c, std::int32_t* acc, std::int32_t* snaps
 }
 }  // namespace detail
 
+namespace detail {
+// Work units of kGemmPixels output pixels x kGemmK output channels, each summed into its own y
+// rows (every index writes its own acc / snapshot entries: any thread count gives the same
+// integers); pixel units outer, so a unit's inputs stay in the cache for its channel blocks.
+void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot, bool quads,
+                     GemmTiles tiles, LanesOut out) {
+  check(c);
+  thread_local Packed packed_pairs;
+  thread_local PackedQuads packed_quads;
+  GemmOperands op;
+  std::uint64_t wq = 0, kn_padded = 0, split = 0, plane_words = 0;
+  const std::int64_t* tap_offset = nullptr;
+  if (quads) {  // bias 0: no offsets to subtract
+    PackedQuads& p = packed_quads;
+    pack_quads(c, p, 0);
+    op.x = p.x.data(), op.groups = p.quads, op.taps = p.taps, op.w = p.w_data;
+    wq = p.wq, kn_padded = p.kn_padded, split = p.split_quads, plane_words = p.plane_words;
+    tap_offset = p.tap_offset.data();
+  } else {
+    Packed& p = packed_pairs;
+    pack(c, p, kGemmBlock);
+    op.x = p.x.data(), op.groups = p.pairs, op.taps = p.taps, op.w = p.w_data;
+    wq = p.wq, kn_padded = p.kn_padded, split = c.split / 2, plane_words = p.plane_words;
+    tap_offset = p.tap_offset.data();
+  }
+  std::vector<std::int64_t>& offset = thread_buffer<std::int64_t, GemmOffsetTag>();
+  offset.resize(op.groups * op.taps);
+  for (std::uint64_t g = 0; g < op.groups; ++g)
+    for (std::uint64_t t = 0; t < op.taps; ++t)
+      offset[g * op.taps + t] = static_cast<std::int64_t>(g * plane_words) + tap_offset[t];
+  op.offset = offset.data();
+  const std::uint64_t ow = c.ow(), pixels = c.oh() * ow;
+  const std::uint64_t p_units = (pixels + kGemmPixels - 1) / kGemmPixels;
+  const std::uint64_t k_units = (kn_padded + kGemmK - 1) / kGemmK;
+  auto unit = [&](std::uint64_t u) {
+    const std::uint64_t p0 = u / k_units * kGemmPixels, k0 = u % k_units * kGemmK;
+    const std::uint64_t n = std::min(kGemmPixels, pixels - p0);
+    const std::uint64_t blocks = std::min(kGemmK, kn_padded - k0) / kGemmBlock;
+    std::uint64_t q[kGemmPixels];
+    for (std::uint64_t i = 0; i < n; ++i) q[i] = (p0 + i) / ow * wq + (p0 + i) % ow;
+    std::vector<std::int32_t>& y = thread_buffer<std::int32_t, TileTag>();
+    y.resize(kGemmPixels * kGemmK + 8);  // lanes_out_avx2 reads up to 7 lanes past the last row
+    auto run = [&](std::uint64_t begin, std::uint64_t end, bool accumulate) {
+      for (std::uint64_t b = 0; b < blocks; b += 2)
+        tiles(op, k0 / kGemmBlock + b, std::min<std::uint64_t>(2, blocks - b), q, n, begin, end,
+              accumulate, y.data() + b * kGemmBlock);
+    };
+    const std::uint64_t k_end = std::min(c.kn, k0 + blocks * kGemmBlock);
+    if (snapshot && k_end > c.snapshot_from) {
+      run(0, split, false);
+      const std::uint64_t from = std::max(c.snapshot_from, k0);
+      out(y.data() + (from - k0), n, k_end - from,
+          snapshot + (from - c.snapshot_from) * pixels + p0, pixels);
+      run(split, op.groups, true);
+    } else {
+      run(0, op.groups, false);
+    }
+    out(y.data(), n, k_end - k0, acc + k0 * pixels + p0, pixels);
+  };
+  parallel_for(p_units * k_units, std::ref(unit));
+}
+}  // namespace detail
+
 void dense_conv(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot, Isa isa) {
   using namespace detail;
   const Isa level = cpu::resolve(isa, "dense_conv");
@@ -342,13 +456,16 @@ void dense_conv(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot, I
     return dense_conv_quads(c, acc, snapshot, quad_tiles_avx512vnni);
   if (cpu::path_allowed(level, Isa::kAvxVnni))
     return dense_conv_quads(c, acc, snapshot, quad_tiles_avxvnni);
-  const bool avx2 = cpu::path_allowed(level, Isa::kAvx2);
-  // After a ReLU every input is 0..127: u8 quads, 32 products per instruction (twice the
-  // channels per loaded word), exact there (conv_kernels.h PackedQuads). Only on planes of at
-  // least 14x14 outputs: below, packing the weights as quads costs more than the tiles save
-  // (conv_kernels_bench, Zen 3: 56x56 +17 %, 7x7 -10 %).
-  if (avx2 && c.oh() * c.ow() >= 196 && inputs_nonnegative(c))
-    return dense_conv_quads(c, acc, snapshot, quad_tiles_avx2, 0);
+  // The AVX2 level: the channels-in-lanes form (every lane a real output), on u8 quads when
+  // every input is 0..127 (after a ReLU: 32 products per _mm256_maddubs_epi16, exact there,
+  // conv_kernels.h PackedQuads), else on int16 pairs. It beat the virtual-output tiles this file
+  // had on every resnet18/50 shape in conv_kernels_bench (Zen 3, one thread: 3x3 512 on 7x7
+  // 22 -> 77 GMAC/s relu, 20 -> 52 signed; 64 on 56x56 43 -> 62 relu, 30 -> 49 signed).
+  if (cpu::path_allowed(level, Isa::kAvx2)) {
+    const bool quads = inputs_nonnegative(c);
+    return dense_conv_gemm(c, acc, snapshot, quads, quads ? gemm_quads_avx2 : gemm_pairs_avx2,
+                           lanes_out_avx2);
+  }
   check(c);
   thread_local Packed packed;
   Packed& p = packed;  // the workers of parallel_for read this thread's copy
@@ -356,12 +473,7 @@ void dense_conv(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot, I
   drive(c, kTileK, p.kn_padded, p.q_padded, p.wq, c.split / 2, p.pairs, nullptr, nullptr, acc,
         snapshot,
         [&](std::uint64_t kb, std::uint64_t begin, std::uint64_t end, bool accumulate,
-            std::int32_t* y) {
-          if (avx2)
-            tiles_avx2(p, kb, begin, end, accumulate, y);
-          else
-            tiles_scalar(p, kb, begin, end, accumulate, y);
-        });
+            std::int32_t* y) { tiles_scalar(p, kb, begin, end, accumulate, y); });
 }
 
 void pack_planes(const std::int8_t* planes, std::uint64_t plane_count, std::uint64_t padded_h,

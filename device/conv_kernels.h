@@ -3,10 +3,12 @@
 // which channels take part and which weight multiplies what; this file only adds products).
 //
 // Paths, chosen at run time by the project's one resolver (common/cpu.h, NPUKIT_ISA): a plain
-// scalar one (the reference), AVX2 (_mm256_madd_epi16 on int16 channel pairs, or, when every
-// input of the call is 0..127, _mm256_maddubs_epi16 on u8 channel quads), and for the
-// VNNI levels the same sums with vpdpbusd on unsigned channel quads (x + 128 as u8, then
-// 128 * sum(w) subtracted per output: exact in wrapping int32 arithmetic). Tests compare every
+// scalar one (the reference), AVX2 (output channels in the lanes, the GEMM form below:
+// _mm256_madd_epi16 on int16 channel pairs, or, when every input of the call is 0..127,
+// _mm256_maddubs_epi16 on u8 channel quads), and for the VNNI levels the same sums with
+// vpdpbusd on unsigned channel quads (x + 128 as u8, then 128 * sum(w) subtracted per output:
+// exact in wrapping int32 arithmetic; virtual outputs in the lanes, written for CPUs this
+// project could not test on, so the GEMM form has no VNNI variant yet). Tests compare every
 // path the CPU has with the scalar one and with a plain nested loop.
 #pragma once
 
@@ -27,7 +29,7 @@ struct PackedWeights {
   std::vector<std::uint32_t> w, offset_first, offset_all;
 };
 struct WeightPacks {
-  PackedWeights pairs, quads128, quads0;
+  PackedWeights pairs, pairs8, quads128, quads0;
 };
 
 struct DenseConv {
@@ -133,15 +135,14 @@ struct Packed {
 constexpr std::uint64_t kTileK = 4;   // output channels per tile
 constexpr std::uint64_t kTileQ = 24;  // virtual outputs per tile (3 AVX2 vectors)
 
-// Fills `p` (reusing its buffers).
-void pack(const DenseConv& conv, Packed& p);
+// Fills `p` (reusing its buffers); the weights in blocks of tile_k output channels (kTileK for
+// the tiles below, kGemmBlock for the channels-in-lanes form).
+void pack(const DenseConv& conv, Packed& p, std::uint64_t tile_k = kTileK);
 
 // y[kk * q_padded + q] (+)= sum over pairs [pair_begin, pair_end) and taps, for the kTileK
-// output channels of tile `kb`; accumulate = false starts from 0.
+// output channels of tile `kb`; accumulate = false starts from 0 (the scalar level).
 void tiles_scalar(const Packed& p, std::uint64_t kb, std::uint64_t pair_begin,
                   std::uint64_t pair_end, bool accumulate, std::int32_t* y);
-void tiles_avx2(const Packed& p, std::uint64_t kb, std::uint64_t pair_begin, std::uint64_t pair_end,
-                bool accumulate, std::int32_t* y);
 
 // The VNNI levels' operands: channels in quads (each phase padded to a multiple of 4 with zero
 // channels), one 32-bit word per pixel holding the 4 channels as u8 = x + bias, weights as 4 s8
@@ -164,8 +165,8 @@ struct PackedQuads {
 constexpr std::uint64_t kTileK4 = 8;   // output channels per tile
 constexpr std::uint64_t kTileQ4 = 48;  // virtual outputs per tile (3 x 16 lanes)
 
-// bias: 128 or 0 (then every input must be 0..127, see inputs_nonnegative, and q_padded is a
-// multiple of 16 for the AVX2 u8 tiles instead of kTileQ4: not for the VNNI tiles).
+// bias: 128 or 0 (then every input must be 0..127, see inputs_nonnegative: the AVX2 level's
+// GEMM form, and q_padded is a multiple of 16 instead of kTileQ4: not for the VNNI tiles).
 void pack_quads(const DenseConv& conv, PackedQuads& p, std::uint32_t bias = 128);
 
 // Whether every input value of the channels `conv` sums over is >= 0 (the data, not a promise:
@@ -183,14 +184,59 @@ void quad_tiles_avxvnni(const PackedQuads& p, std::uint64_t kb, std::uint64_t qu
                         std::uint64_t quad_end, bool accumulate, std::int32_t* y);
 void quad_tiles_avx512vnni(const PackedQuads& p, std::uint64_t kb, std::uint64_t quad_begin,
                            std::uint64_t quad_end, bool accumulate, std::int32_t* y);
-// The AVX2 level's u8 path: _mm256_maddubs_epi16 then _mm256_madd_epi16 by ones, only for
-// operands packed with bias 0 (every input 0..127), where it is exact.
-void quad_tiles_avx2(const PackedQuads& p, std::uint64_t kb, std::uint64_t quad_begin,
-                     std::uint64_t quad_end, bool accumulate, std::int32_t* y);
+
+// The channels-in-lanes ("GEMM") form for small planes, where the virtual outputs above waste
+// lanes (7x7: 7 x 9 = 63 virtual outputs padded to 64 or 72 for 49 pixels): a vector holds 8
+// output channels of one pixel, each (channel pair or quad, tap) broadcasts the pixel's input
+// word and multiplies it by the weight words of 8 output channels, so every lane is a real
+// output. Operands are those of pack (tile_k = kGemmBlock) or pack_quads (bias 0, whose weight
+// blocks are kTileK4 = kGemmBlock channels): words of 2 int16 (pairs) or 4 u8 (quads, every
+// input 0..127) channels, weights [kn_padded / 8][groups][taps][8].
+constexpr std::uint64_t kGemmBlock = 8;    // output channels per vector
+constexpr std::uint64_t kGemmK = 64;       // output channels per work unit (y row)
+constexpr std::uint64_t kGemmPixels = 60;  // output pixels per work unit
+struct GemmOperands {
+  const std::uint32_t* x = nullptr;  // the packed words (Packed::x or PackedQuads::x)
+  std::uint64_t groups = 0, taps = 0;
+  // Per (group g, tap t) at g * taps + t: g * plane_words + tap_offset[t], the word of virtual
+  // output 0 (output q reads x[offset + q]).
+  const std::int64_t* offset = nullptr;
+  const std::uint32_t* w = nullptr;  // [kn_padded / 8][groups][taps][8]
+};
+// y[i * kGemmK + b * 8 + j] (+)= the sum over groups [g_begin, g_end) and taps for virtual output
+// q[i] (i < n) and output channel (kb + b) * 8 + j, b < blocks; accumulate = false starts at 0.
+using GemmTiles = void (*)(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
+                           const std::uint64_t* q, std::uint64_t n, std::uint64_t g_begin,
+                           std::uint64_t g_end, bool accumulate, std::int32_t* y);
+// Plain C++ (int16 pair products, or u8 x s8 quad products), and AVX2 (_mm256_madd_epi16, or
+// _mm256_maddubs_epi16 then _mm256_madd_epi16 by ones: exact for inputs 0..127, see PackedQuads).
+void gemm_pairs_scalar(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
+                       const std::uint64_t* q, std::uint64_t n, std::uint64_t g_begin,
+                       std::uint64_t g_end, bool accumulate, std::int32_t* y);
+void gemm_quads_scalar(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
+                       const std::uint64_t* q, std::uint64_t n, std::uint64_t g_begin,
+                       std::uint64_t g_end, bool accumulate, std::int32_t* y);
+void gemm_pairs_avx2(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
+                     const std::uint64_t* q, std::uint64_t n, std::uint64_t g_begin,
+                     std::uint64_t g_end, bool accumulate, std::int32_t* y);
+void gemm_quads_avx2(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
+                     const std::uint64_t* q, std::uint64_t n, std::uint64_t g_begin,
+                     std::uint64_t g_end, bool accumulate, std::int32_t* y);
+// The y rows of one work unit to output planes: out[k * out_stride + i] = y[i * kGemmK + k] for
+// k < k_count, i < n.
+using LanesOut = void (*)(const std::int32_t* y, std::uint64_t n, std::uint64_t k_count,
+                          std::int32_t* out, std::uint64_t out_stride);
+void lanes_out_scalar(const std::int32_t* y, std::uint64_t n, std::uint64_t k_count,
+                      std::int32_t* out, std::uint64_t out_stride);
+void lanes_out_avx2(const std::int32_t* y, std::uint64_t n, std::uint64_t k_count,
+                    std::int32_t* out, std::uint64_t out_stride);
+// dense_conv in the GEMM form: quads = true packs u8 quads (every input must be 0..127), else
+// int16 pairs (any input); tiles and out are the paths above.
+void dense_conv_gemm(const DenseConv& conv, std::int32_t* acc, std::int32_t* snapshot, bool quads,
+                     GemmTiles tiles, LanesOut out);
 
 // dense_conv on the quad operands with the given tiles and bias (dense_conv calls it at the VNNI
-// levels, and at the AVX2 level with bias 0 when inputs_nonnegative; tests call it with
-// quad_tiles_scalar).
+// levels; tests call it with quad_tiles_scalar, with bias 128 and 0).
 void dense_conv_quads(const DenseConv& conv, std::int32_t* acc, std::int32_t* snapshot,
                       QuadTiles tiles, std::uint32_t bias = 128);
 

@@ -1,12 +1,11 @@
-// AVX2 tiles of device/conv_kernels.h: kTileK = 4 output channels x kTileQ = 24 virtual outputs
-// (3 vectors of 8) held in 12 int32 registers for the whole sum over channel pairs and taps, so
-// each accumulator is loaded and stored once per phase instead of once per input channel.
-//
-// Per (pair, tap): 3 unaligned loads of 8 input words (each 2 int16 channels of one pixel), 4
-// broadcast weight words (each 2 int16 weights of one output channel) and 12 _mm256_madd_epi16,
-// which multiply the int16 halves and add each pixel's 2 products into an int32 lane: |lane| <=
-// 2 * 2^14, exact; the 12 adds then stay exact by the bound in conv_kernels.cpp. Compiled with a
-// target attribute, so only this function needs AVX2; dense_conv checks the CPU first.
+// AVX2 paths of device/conv_kernels.h. dense_conv's are the channels-in-lanes (GEMM) tiles:
+// per (channel pair or quad, tap), the weight words of 8 output channels in a vector, each
+// pixel's input word broadcast and multiplied by them: _mm256_madd_epi16 on int16 pairs adds a
+// pixel's 2 products into an int32 lane (|lane| <= 2 * 2^14, exact), or, for inputs 0..127,
+// _mm256_maddubs_epi16 on u8 quads adds products pairwise into int16 (|pair| <= 2 * 127 * 128,
+// no saturation) and _mm256_madd_epi16 by ones the two pairs into the lane; the adds then stay
+// exact by the bound in conv_kernels.cpp. Compiled with target attributes, so only these
+// functions need AVX2; the dispatchers check the CPU first.
 #include "device/conv_kernels.h"
 
 #include "common/error.h"
@@ -21,90 +20,108 @@
 
 namespace npukit::device::conv_kernels::detail {
 
-static_assert(kTileK == 4 && kTileQ == 24, "the AVX2 tile is written for 4 x 24");
-
 #if defined(__x86_64__) || defined(__i386__)
 
-__attribute__((target("avx2"))) void tiles_avx2(const Packed& p, std::uint64_t kb,
-                                                std::uint64_t pair_begin, std::uint64_t pair_end,
-                                                bool accumulate, std::int32_t* y) {
-  const std::uint64_t taps = p.taps, qp = p.q_padded;
-  const std::int64_t* offsets = p.tap_offset.data();
-  const std::uint32_t* w_tile = p.w_data + kb * p.pairs * taps * kTileK;
-  const std::uint32_t* x_base = p.x.data();
-  for (std::uint64_t q0 = 0; q0 < qp; q0 += kTileQ) {
-    __m256i acc[kTileK][3];
-    for (std::uint64_t kk = 0; kk < kTileK; ++kk)
-      for (int v = 0; v < 3; ++v)
-        acc[kk][v] = accumulate ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-                                      y + kk * qp + q0 + 8 * static_cast<std::uint64_t>(v)))
-                                : _mm256_setzero_si256();
-    for (std::uint64_t pr = pair_begin; pr < pair_end; ++pr) {
-      const std::uint32_t* xp = x_base + pr * p.plane_words + q0;
-      const std::uint32_t* wp = w_tile + pr * taps * kTileK;
-      for (std::uint64_t t = 0; t < taps; ++t, wp += kTileK) {
-        const std::uint32_t* xt = xp + offsets[t];
-        const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xt));
-        const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xt + 8));
-        const __m256i x2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xt + 16));
-        for (std::uint64_t kk = 0; kk < kTileK; ++kk) {
-          const __m256i w = _mm256_set1_epi32(static_cast<int>(wp[kk]));
-          acc[kk][0] = _mm256_add_epi32(acc[kk][0], _mm256_madd_epi16(x0, w));
-          acc[kk][1] = _mm256_add_epi32(acc[kk][1], _mm256_madd_epi16(x1, w));
-          acc[kk][2] = _mm256_add_epi32(acc[kk][2], _mm256_madd_epi16(x2, w));
-        }
+// The GEMM form (conv_kernels.h GemmOperands): a register tile of P pixels x V vectors of 8
+// output channels. Per (group, tap): V weight vectors loaded, each pixel's input word broadcast
+// once and multiplied by every weight vector. P = 5, V = 2 holds 10 accumulators, 2 weights, the
+// broadcast, its product and the ones of the u8 path in the 16 registers.
+template <int P, int V, bool kQuads>
+__attribute__((target("avx2"))) static inline void gemm_tile(
+    const GemmOperands& op, const std::uint32_t* w, const std::uint64_t* q, std::uint64_t g_begin,
+    std::uint64_t g_end, bool accumulate, std::int32_t* y) {
+  const std::uint64_t taps = op.taps, w_block = op.groups * taps * kGemmBlock;
+  __m256i acc[P][V];
+#pragma GCC unroll 8
+  for (int i = 0; i < P; ++i)
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v)
+      acc[i][v] = accumulate ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                   y + static_cast<std::uint64_t>(i) * kGemmK + 8 * v))
+                             : _mm256_setzero_si256();
+  const __m256i ones = _mm256_set1_epi16(1);
+  // One pointer per pixel and one offset per (group, tap) (GemmOperands::offset): the loop
+  // keeps the pixels' pointers in registers.
+  const std::uint32_t* xi[P];
+#pragma GCC unroll 8
+  for (int i = 0; i < P; ++i) xi[i] = op.x + q[i];
+  const std::uint64_t j_end = g_end * taps;
+  const std::uint32_t* wp = w + g_begin * taps * kGemmBlock;
+  for (std::uint64_t j = g_begin * taps; j < j_end; ++j, wp += kGemmBlock) {
+    const std::int64_t off = op.offset[j];
+    __m256i wv[V];
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v)
+      wv[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + v * w_block));
+#pragma GCC unroll 8
+    for (int i = 0; i < P; ++i) {
+      const __m256i b = _mm256_set1_epi32(static_cast<int>(xi[i][off]));
+#pragma GCC unroll 8
+      for (int v = 0; v < V; ++v) {
+        const __m256i prod = kQuads ? _mm256_madd_epi16(_mm256_maddubs_epi16(b, wv[v]), ones)
+                                    : _mm256_madd_epi16(b, wv[v]);
+        acc[i][v] = _mm256_add_epi32(acc[i][v], prod);
       }
     }
-    for (std::uint64_t kk = 0; kk < kTileK; ++kk)
-      for (int v = 0; v < 3; ++v)
-        _mm256_storeu_si256(
-            reinterpret_cast<__m256i*>(y + kk * qp + q0 + 8 * static_cast<std::uint64_t>(v)),
-            acc[kk][v]);
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < P; ++i)
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v)
+      _mm256_storeu_si256(
+          reinterpret_cast<__m256i*>(y + static_cast<std::uint64_t>(i) * kGemmK + 8 * v),
+          acc[i][v]);
+}
+
+template <int V, bool kQuads>
+__attribute__((target("avx2"))) static void gemm_blocks(const GemmOperands& op,
+                                                        const std::uint32_t* w,
+                                                        const std::uint64_t* q, std::uint64_t n,
+                                                        std::uint64_t g_begin, std::uint64_t g_end,
+                                                        bool accumulate, std::int32_t* y) {
+  constexpr std::uint64_t P = 5;
+  std::uint64_t i = 0;
+  for (; i + P <= n; i += P)
+    gemm_tile<P, V, kQuads>(op, w, q + i, g_begin, g_end, accumulate, y + i * kGemmK);
+  switch (n - i) {
+    case 4:
+      return gemm_tile<4, V, kQuads>(op, w, q + i, g_begin, g_end, accumulate, y + i * kGemmK);
+    case 3:
+      return gemm_tile<3, V, kQuads>(op, w, q + i, g_begin, g_end, accumulate, y + i * kGemmK);
+    case 2:
+      return gemm_tile<2, V, kQuads>(op, w, q + i, g_begin, g_end, accumulate, y + i * kGemmK);
+    case 1:
+      return gemm_tile<1, V, kQuads>(op, w, q + i, g_begin, g_end, accumulate, y + i * kGemmK);
+    default:
+      return;
   }
 }
 
-// The u8 path (operands of pack_quads with bias 0, every input 0..127): per (quad, tap) a word
-// is 4 channels of one pixel as u8; _mm256_maddubs_epi16 multiplies them by the broadcast 4 s8
-// weights and adds products pairwise into int16 (|pair| <= 2 * 127 * 128 = 32512: no saturation),
-// _mm256_madd_epi16 by ones adds the two pairs into the pixel's int32 lane. The 8 x 48 tile runs
-// as sub-tiles of 4 output channels x 16 outputs: 8 accumulators, 2 inputs, weight, ones.
-__attribute__((target("avx2"))) void quad_tiles_avx2(const PackedQuads& p, std::uint64_t kb,
-                                                     std::uint64_t quad_begin,
-                                                     std::uint64_t quad_end, bool accumulate,
-                                                     std::int32_t* y) {
-  const std::uint64_t taps = p.taps, qp = p.q_padded;
-  const std::int64_t* offsets = p.tap_offset.data();
-  const std::uint32_t* w_tile = p.w_data + kb * p.quads * taps * kTileK4;
-  const __m256i ones = _mm256_set1_epi16(1);
-  for (std::uint64_t q0 = 0; q0 < qp; q0 += 16)
-    for (std::uint64_t k0 = 0; k0 < kTileK4; k0 += 4) {
-      __m256i acc[4][2];
-      for (std::uint64_t kk = 0; kk < 4; ++kk)
-        for (std::uint64_t v = 0; v < 2; ++v)
-          acc[kk][v] = accumulate ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-                                        y + (k0 + kk) * qp + q0 + 8 * v))
-                                  : _mm256_setzero_si256();
-      for (std::uint64_t qd = quad_begin; qd < quad_end; ++qd) {
-        const std::uint32_t* xp = p.x.data() + qd * p.plane_words + q0;
-        const std::uint32_t* wp = w_tile + qd * taps * kTileK4 + k0;
-        for (std::uint64_t t = 0; t < taps; ++t, wp += kTileK4) {
-          const std::uint32_t* xt = xp + offsets[t];
-          const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xt));
-          const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xt + 8));
-          for (std::uint64_t kk = 0; kk < 4; ++kk) {
-            const __m256i w = _mm256_set1_epi32(static_cast<int>(wp[kk]));
-            acc[kk][0] =
-                _mm256_add_epi32(acc[kk][0], _mm256_madd_epi16(_mm256_maddubs_epi16(x0, w), ones));
-            acc[kk][1] =
-                _mm256_add_epi32(acc[kk][1], _mm256_madd_epi16(_mm256_maddubs_epi16(x1, w), ones));
-          }
-        }
-      }
-      for (std::uint64_t kk = 0; kk < 4; ++kk)
-        for (std::uint64_t v = 0; v < 2; ++v)
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + (k0 + kk) * qp + q0 + 8 * v),
-                              acc[kk][v]);
-    }
+template <bool kQuads>
+__attribute__((target("avx2"))) static void gemm_avx2(const GemmOperands& op, std::uint64_t kb,
+                                                      std::uint64_t blocks, const std::uint64_t* q,
+                                                      std::uint64_t n, std::uint64_t g_begin,
+                                                      std::uint64_t g_end, bool accumulate,
+                                                      std::int32_t* y) {
+  const std::uint32_t* w = op.w + kb * op.groups * op.taps * kGemmBlock;
+  if (blocks == 2)
+    gemm_blocks<2, kQuads>(op, w, q, n, g_begin, g_end, accumulate, y);
+  else if (blocks == 1)
+    gemm_blocks<1, kQuads>(op, w, q, n, g_begin, g_end, accumulate, y);
+  else
+    fail("dense_conv: {} blocks of output channels in one GEMM tile call", blocks);
+}
+
+void gemm_pairs_avx2(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
+                     const std::uint64_t* q, std::uint64_t n, std::uint64_t g_begin,
+                     std::uint64_t g_end, bool accumulate, std::int32_t* y) {
+  gemm_avx2<false>(op, kb, blocks, q, n, g_begin, g_end, accumulate, y);
+}
+
+void gemm_quads_avx2(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
+                     const std::uint64_t* q, std::uint64_t n, std::uint64_t g_begin,
+                     std::uint64_t g_end, bool accumulate, std::int32_t* y) {
+  gemm_avx2<true>(op, kb, blocks, q, n, g_begin, g_end, accumulate, y);
 }
 
 // One connection (depthwise): per output row, 16 outputs at a time, the taps in pairs (a, b):
@@ -187,6 +204,24 @@ __attribute__((target("avx2"))) static inline void transpose8(__m256i r[8]) {
   r[5] = _mm256_permute2x128_si256(u1, u5, 0x31);
   r[6] = _mm256_permute2x128_si256(u2, u6, 0x31);
   r[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
+}
+
+// y rows (pixel-major, kGemmK lanes) to output planes: 8 pixels x 8 channels per transpose.
+__attribute__((target("avx2"))) void lanes_out_avx2(const std::int32_t* y, std::uint64_t n,
+                                                    std::uint64_t k_count, std::int32_t* out,
+                                                    std::uint64_t out_stride) {
+  std::uint64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (std::uint64_t k = 0; k < k_count; k += 8) {
+      __m256i r[8];
+      for (std::uint64_t j = 0; j < 8; ++j)
+        r[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + (i + j) * kGemmK + k));
+      transpose8(r);
+      for (std::uint64_t j = 0; j < 8 && k + j < k_count; ++j)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (k + j) * out_stride + i), r[j]);
+    }
+  for (std::uint64_t k = 0; k < k_count; ++k)
+    for (std::uint64_t ii = i; ii < n; ++ii) out[k * out_stride + ii] = y[ii * kGemmK + k];
 }
 
 // Channels [k0, k0 + 8) in the 8 int32 lanes. Packed input: word (y * W + x) * 8 + j holds
@@ -278,17 +313,23 @@ void connection_avx2(const PlaneSet&, std::uint64_t, const std::int8_t*, std::in
   fail("connection_conv: AVX2 on a CPU that is not x86");
 }
 
-void tiles_avx2(const Packed&, std::uint64_t, std::uint64_t, std::uint64_t, bool, std::int32_t*) {
-  fail("dense_conv: AVX2 tiles on a CPU that is not x86");
-}
-
 void depthwise_lanes_avx2(const DepthwiseLanes&, std::uint64_t, std::int32_t*) {
   fail("depthwise_lanes: AVX2 on a CPU that is not x86");
 }
 
-void quad_tiles_avx2(const PackedQuads&, std::uint64_t, std::uint64_t, std::uint64_t, bool,
-                     std::int32_t*) {
+void gemm_pairs_avx2(const GemmOperands&, std::uint64_t, std::uint64_t, const std::uint64_t*,
+                     std::uint64_t, std::uint64_t, std::uint64_t, bool, std::int32_t*) {
   fail("dense_conv: AVX2 tiles on a CPU that is not x86");
+}
+
+void gemm_quads_avx2(const GemmOperands&, std::uint64_t, std::uint64_t, const std::uint64_t*,
+                     std::uint64_t, std::uint64_t, std::uint64_t, bool, std::int32_t*) {
+  fail("dense_conv: AVX2 tiles on a CPU that is not x86");
+}
+
+void lanes_out_avx2(const std::int32_t*, std::uint64_t, std::uint64_t, std::int32_t*,
+                    std::uint64_t) {
+  fail("dense_conv: AVX2 on a CPU that is not x86");
 }
 
 #endif

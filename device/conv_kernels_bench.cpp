@@ -16,48 +16,65 @@ namespace {
 
 using namespace npukit::device::conv_kernels;
 
-// Args: channels in = out, input size (square, before padding), stride, input kind (0 signed,
-// 1 relu), level (1 scalar, 2 avx2, 3 avxvnni, 4 avx512vnni).
+// Args: input channels, output channels, kernel size (square), input size (square, before
+// padding: a k x k kernel gets (k - 1) / 2 on each side, as resnet's), stride, input kind (0
+// signed, 1 relu), level (1 scalar, 2 avx2, 3 avxvnni, 4 avx512vnni), kept (1: the weights are
+// packed once and kept in a WeightPacks, as conv.cpp runs a network image after image; 0: packed
+// on every call).
 void BM_DenseConv(benchmark::State& state) {
-  const auto level = static_cast<npukit::Isa>(state.range(4));
+  const auto level = static_cast<npukit::Isa>(state.range(6));
   if (!npukit::cpu::supports(level)) {
     state.SkipWithError("this CPU lacks the level");
     return;
   }
-  const std::uint64_t c = static_cast<std::uint64_t>(state.range(0));
-  const std::uint64_t hw = static_cast<std::uint64_t>(state.range(1)) + 2;  // padded by 1
+  const std::uint64_t cin = static_cast<std::uint64_t>(state.range(0));
+  const std::uint64_t cout = static_cast<std::uint64_t>(state.range(1));
+  const std::uint64_t k = static_cast<std::uint64_t>(state.range(2));
+  const std::uint64_t hw = static_cast<std::uint64_t>(state.range(3)) + (k - 1) / 2 * 2;
   std::mt19937 rng(1);
-  std::vector<std::int8_t> planes(c * hw * hw), weights(c * c * 9);
-  const bool relu = state.range(3) != 0;
+  std::vector<std::int8_t> planes(cin * hw * hw), weights(cout * cin * k * k);
+  const bool relu = state.range(5) != 0;
   for (auto& v : planes) v = static_cast<std::int8_t>(relu ? rng() % 128 : rng() % 256 - 128);
   for (auto& v : weights) v = static_cast<std::int8_t>(rng() % 256 - 128);
   DenseConv conv;
   conv.planes = planes.data();
-  conv.plane_count = c;
+  conv.plane_count = cin;
   conv.padded_h = conv.padded_w = hw;
-  conv.kh = conv.kw = 3;
-  conv.stride = static_cast<std::uint64_t>(state.range(2));
-  for (std::uint64_t i = 0; i < c; ++i) conv.channels.push_back(static_cast<std::int64_t>(i));
-  conv.kn = c;
+  conv.kh = conv.kw = k;
+  conv.stride = static_cast<std::uint64_t>(state.range(4));
+  for (std::uint64_t i = 0; i < cin; ++i) conv.channels.push_back(static_cast<std::int64_t>(i));
+  if (conv.channels.size() % 2) conv.channels.push_back(-1);
+  conv.kn = cout;
   conv.weights = weights.data();
-  conv.split = c;
-  conv.snapshot_from = c;
-  std::vector<std::int32_t> acc(c * conv.oh() * conv.ow());
+  conv.split = conv.channels.size();
+  conv.snapshot_from = cout;
+  WeightPacks packs;
+  if (state.range(7) != 0) conv.packs = &packs;
+  std::vector<std::int32_t> acc(cout * conv.oh() * conv.ow());
   for (auto _ : state) {
     dense_conv(conv, acc.data(), nullptr, level);
     benchmark::DoNotOptimize(acc.data());
   }
-  const double macs = static_cast<double>(c * c * 9 * conv.oh() * conv.ow());
+  const double macs = static_cast<double>(cin * cout * k * k * conv.oh() * conv.ow());
   state.counters["MAC/s"] = benchmark::Counter(macs, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string(npukit::cpu::name(level)) + (relu ? " relu" : " signed"));
+  state.SetLabel(std::string(npukit::cpu::name(level)) + (relu ? " relu" : " signed") +
+                 (conv.packs ? " kept" : ""));
 }
+// resnet18's 3x3 layers (also packing the weights on every call, as before the packs were kept),
+// its first layer (7x7 stride 2 on the signed 3-channel image), and resnet50's 1x1 layers.
 BENCHMARK(BM_DenseConv)
-    ->ArgNames({"c", "hw", "s", "relu", "isa"})
-    ->ArgsProduct({{64}, {56}, {1}, {0, 1}, {1, 2, 3, 4}})
-    ->ArgsProduct({{128}, {28}, {1}, {0, 1}, {2, 3, 4}})
-    ->ArgsProduct({{256}, {14}, {1}, {0, 1}, {2, 3, 4}})
-    ->ArgsProduct({{512}, {7}, {1}, {0, 1}, {2, 3, 4}})
-    ->ArgsProduct({{64}, {56}, {2}, {0, 1}, {2, 3, 4}})
+    ->ArgNames({"ci", "co", "k", "hw", "s", "relu", "isa", "kept"})
+    ->ArgsProduct({{64}, {64}, {3}, {56}, {1}, {0, 1}, {1, 2, 3, 4}, {0, 1}})
+    ->ArgsProduct({{128}, {128}, {3}, {28}, {1}, {0, 1}, {2, 3, 4}, {0, 1}})
+    ->ArgsProduct({{256}, {256}, {3}, {14}, {1}, {0, 1}, {2, 3, 4}, {0, 1}})
+    ->ArgsProduct({{512}, {512}, {3}, {7}, {1}, {0, 1}, {2, 3, 4}, {0, 1}})
+    ->ArgsProduct({{64}, {64}, {3}, {56}, {2}, {0, 1}, {2, 3, 4}, {1}})
+    ->ArgsProduct({{3}, {64}, {7}, {224}, {2}, {0}, {2, 3, 4}, {1}})
+    ->ArgsProduct({{256}, {64}, {1}, {56}, {1}, {1}, {2, 3, 4}, {1}})
+    ->ArgsProduct({{64}, {256}, {1}, {56}, {1}, {1}, {2, 3, 4}, {1}})
+    ->ArgsProduct({{1024}, {256}, {1}, {14}, {1}, {1}, {2, 3, 4}, {1}})
+    ->ArgsProduct({{2048}, {512}, {1}, {7}, {1}, {1}, {2, 3, 4}, {1}})
+    ->ArgsProduct({{512}, {2048}, {1}, {7}, {1}, {1}, {2, 3, 4}, {1}})
     ->Unit(benchmark::kMillisecond);
 
 // Depthwise 3x3 (one input plane per output channel, as conv.cpp runs kDepthwise layers) on

@@ -83,6 +83,49 @@ Result run(const ck::DenseConv& c, Isa isa) {
   return r;
 }
 
+// The GEMM form (output channels in the lanes) with the given tiles and output transposition.
+Result run_gemm(const ck::DenseConv& c, bool quads, ck::detail::GemmTiles tiles,
+                ck::detail::LanesOut out) {
+  Result r;
+  r.acc.assign(c.kn * c.oh() * c.ow(), 0x5A5A5A5A);
+  r.snapshot.assign((c.kn - c.snapshot_from) * c.oh() * c.ow(), 0x5A5A5A5A);
+  std::int32_t* snap = c.snapshot_from < c.kn ? r.snapshot.data() : nullptr;
+  ck::detail::dense_conv_gemm(c, r.acc.data(), snap, quads, tiles, out);
+  return r;
+}
+
+// Every GEMM-form combination this CPU can run: pairs (any input) or, with `quads` (inputs
+// 0..127), u8 quads too; plain C++ tiles and, with AVX2, the AVX2 tiles, each with both output
+// transpositions. Each is compared with the plain loop's sums.
+void expect_gemm_forms(const ck::DenseConv& c, bool quads, const std::vector<std::int32_t>& acc,
+                       const std::vector<std::int32_t>& snapshot) {
+  namespace d = ck::detail;
+  struct Form {
+    const char* name;
+    bool quads;
+    d::GemmTiles tiles;
+    d::LanesOut out;
+    bool avx2;
+  };
+  const Form forms[] = {
+      {"gemm pairs scalar", false, d::gemm_pairs_scalar, d::lanes_out_scalar, false},
+      {"gemm quads scalar", true, d::gemm_quads_scalar, d::lanes_out_scalar, false},
+      {"gemm pairs avx2", false, d::gemm_pairs_avx2, d::lanes_out_avx2, true},
+      {"gemm pairs avx2, scalar out", false, d::gemm_pairs_avx2, d::lanes_out_scalar, true},
+      {"gemm quads avx2", true, d::gemm_quads_avx2, d::lanes_out_avx2, true},
+      {"gemm quads scalar, avx2 out", true, d::gemm_quads_scalar, d::lanes_out_avx2, true},
+  };
+  for (const Form& f : forms) {
+    if (f.quads && !quads) continue;
+    if (f.avx2 && !cpu::supports(Isa::kAvx2)) continue;
+    const Result r = run_gemm(c, f.quads, f.tiles, f.out);
+    EXPECT_EQ(r.acc, acc) << f.name;
+    if (c.snapshot_from < c.kn) {
+      EXPECT_EQ(r.snapshot, snapshot) << f.name;
+    }
+  }
+}
+
 // The SIMD levels this CPU has, after telling the log which it lacks (once per test).
 std::vector<Isa> simd_levels() {
   std::vector<Isa> out;
@@ -184,6 +227,7 @@ TEST(ConvKernels, EveryPathEqualsThePlainLoopOnRandomShapes) {
     if (c.snapshot_from < c.kn) {
       EXPECT_EQ(scalar.snapshot, narrow(snapshot));
     }
+    expect_gemm_forms(c, false, narrow(acc), narrow(snapshot));
     const Result quads = run(c, Isa::kAuto);
     EXPECT_EQ(quads.acc, scalar.acc) << "quad packing (plain vpdpbusd)";
     EXPECT_EQ(quads.snapshot, scalar.snapshot) << "quad packing (plain vpdpbusd)";
@@ -233,7 +277,7 @@ TEST(ConvKernels, LargestAcceptedSumsAreExact) {
 
 // Inputs after a ReLU (0..127): the AVX2 level takes the u8 quad path (maddubs), exact there.
 // Against the plain loop, the scalar path, the quad packing without bias in the plain model, and
-// the u8 tiles called directly; values include 127 x -128 pairs (the largest int16 pair sums).
+// the GEMM forms called directly; values include 127 x -128 pairs (the largest int16 pair sums).
 TEST(ConvKernels, ReluInputsOnTheU8PathEqualThePlainLoop) {
   const std::vector<Isa> levels = simd_levels();
   std::mt19937 rng(77);
@@ -260,15 +304,7 @@ TEST(ConvKernels, ReluInputsOnTheU8PathEqualThePlainLoop) {
     ck::detail::dense_conv_quads(c, quads.acc.data(), snap, ck::detail::quad_tiles_scalar, 0);
     EXPECT_EQ(quads.acc, scalar.acc) << "quads without bias (plain model)";
     EXPECT_EQ(quads.snapshot, scalar.snapshot) << "quads without bias (plain model)";
-    if (cpu::supports(Isa::kAvx2)) {
-      Result u8 = quads;
-      std::fill(u8.acc.begin(), u8.acc.end(), 0x5A5A5A5A);
-      std::fill(u8.snapshot.begin(), u8.snapshot.end(), 0x5A5A5A5A);
-      snap = c.snapshot_from < c.kn ? u8.snapshot.data() : nullptr;
-      ck::detail::dense_conv_quads(c, u8.acc.data(), snap, ck::detail::quad_tiles_avx2, 0);
-      EXPECT_EQ(u8.acc, scalar.acc) << "AVX2 u8 tiles";
-      EXPECT_EQ(u8.snapshot, scalar.snapshot) << "AVX2 u8 tiles";
-    }
+    expect_gemm_forms(c, true, narrow(acc), narrow(snapshot));
     for (Isa isa : levels) {
       const Result simd = run(c, isa);
       EXPECT_EQ(simd.acc, scalar.acc) << cpu::name(isa);
@@ -276,6 +312,61 @@ TEST(ConvKernels, ReluInputsOnTheU8PathEqualThePlainLoop) {
     }
     if (::testing::Test::HasFailure()) break;
   }
+}
+
+// The GEMM form's blocking on network-like shapes: 7x7, 14x14 and odd planes (pixel units of
+// 60 and register tiles of 5 with every remainder), output channels over 64 (several channel
+// units, an odd number of 8-channel blocks, a partial last block), a snapshot starting inside a
+// unit, 1x1 and 3x3 kernels, strides 1 and 2, signed and 0..127 inputs, extreme values; every
+// GEMM combination and every level against the plain loop.
+TEST(ConvKernels, GemmFormOnNetworkShapesEqualsThePlainLoop) {
+  const std::vector<Isa> levels = simd_levels();
+  std::mt19937 rng(99);
+  std::uniform_int_distribution<int> byte(-128, 127);
+  struct Shape {
+    std::uint64_t planes, hw, k, stride, kn, snapshot_from;
+  };
+  const Shape shapes[] = {{40, 7, 3, 1, 72, 70}, {24, 14, 3, 1, 88, 13}, {33, 7, 1, 1, 136, 136},
+                          {18, 13, 3, 2, 40, 0}, {7, 11, 1, 1, 9, 5},    {16, 28, 3, 1, 24, 24},
+                          {9, 15, 7, 2, 17, 16}, {64, 5, 3, 1, 64, 63}};
+  for (const Shape& sh : shapes)
+    for (int kind = 0; kind < 4; ++kind) {  // signed, 0..127, (127, -128), (-128, -128)
+      ck::DenseConv c;
+      c.plane_count = sh.planes;
+      c.kh = c.kw = sh.k;
+      c.stride = sh.stride;
+      c.padded_h = c.padded_w = sh.hw + sh.k - 1;
+      c.kn = sh.kn;
+      for (std::uint64_t i = 0; i < sh.planes; ++i)
+        c.channels.push_back(static_cast<std::int64_t>(i));
+      c.channels.insert(c.channels.begin() + 3, -1);
+      if (c.channels.size() % 2) c.channels.push_back(-1);
+      c.split = c.channels.size() / 4 * 2;
+      c.snapshot_from = sh.snapshot_from;
+      std::vector<std::int8_t> planes(c.plane_count * c.padded_h * c.padded_w);
+      std::vector<std::int8_t> weights(c.kn * c.plane_count * c.kh * c.kw);
+      for (auto& v : planes)
+        v = static_cast<std::int8_t>(kind == 0   ? byte(rng)
+                                     : kind == 1 ? byte(rng) & 0x7F
+                                     : kind == 2 ? 127
+                                                 : -128);
+      for (auto& v : weights) v = static_cast<std::int8_t>(kind < 2 ? byte(rng) : -128);
+      c.planes = planes.data();
+      c.weights = weights.data();
+      SCOPED_TRACE(::testing::Message()
+                   << sh.planes << " planes " << sh.hw << "x" << sh.hw << " kernel " << sh.k
+                   << " stride " << sh.stride << " kn " << sh.kn << " values " << kind);
+      std::vector<std::int64_t> acc, snapshot;
+      plain_conv(c, acc, snapshot);
+      const std::vector<std::int32_t> want = narrow(acc), want_snapshot = narrow(snapshot);
+      expect_gemm_forms(c, kind == 1 || kind == 2, want, want_snapshot);
+      for (Isa isa : levels) {
+        const Result r = run(c, isa);
+        EXPECT_EQ(r.acc, want) << cpu::name(isa);
+        EXPECT_EQ(r.snapshot, want_snapshot) << cpu::name(isa);
+      }
+      if (::testing::Test::HasFailure()) return;
+    }
 }
 
 // Weights packed once and kept (DenseConv::packs, as conv.cpp keeps them per mapped blob): the
