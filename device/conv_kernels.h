@@ -194,7 +194,7 @@ void quad_tiles_avx512vnni(const PackedQuads& p, std::uint64_t kb, std::uint64_t
 // input 0..127) channels, weights [kn_padded / 8][groups][taps][8].
 constexpr std::uint64_t kGemmBlock = 8;    // output channels per vector
 constexpr std::uint64_t kGemmK = 64;       // output channels per work unit (y row)
-constexpr std::uint64_t kGemmPixels = 60;  // output pixels per work unit
+constexpr std::uint64_t kGemmPixels = 64;  // output pixels per work unit
 struct GemmOperands {
   const std::uint32_t* x = nullptr;  // the packed words (Packed::x or PackedQuads::x)
   std::uint64_t groups = 0, taps = 0;

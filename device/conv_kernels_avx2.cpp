@@ -210,9 +210,11 @@ __attribute__((target("avx2"))) static inline void transpose8(__m256i r[8]) {
 __attribute__((target("avx2"))) void lanes_out_avx2(const std::int32_t* y, std::uint64_t n,
                                                     std::uint64_t k_count, std::int32_t* out,
                                                     std::uint64_t out_stride) {
-  std::uint64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (std::uint64_t k = 0; k < k_count; k += 8) {
+  // Channel blocks outer: each output row is written front to back (a channel block's 8 rows at
+  // a time), which the store path takes far better than 64 rows advancing together.
+  const std::uint64_t n8 = n / 8 * 8;
+  for (std::uint64_t k = 0; k < k_count; k += 8) {
+    for (std::uint64_t i = 0; i < n8; i += 8) {
       __m256i r[8];
       for (std::uint64_t j = 0; j < 8; ++j)
         r[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + (i + j) * kGemmK + k));
@@ -220,8 +222,9 @@ __attribute__((target("avx2"))) void lanes_out_avx2(const std::int32_t* y, std::
       for (std::uint64_t j = 0; j < 8 && k + j < k_count; ++j)
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (k + j) * out_stride + i), r[j]);
     }
-  for (std::uint64_t k = 0; k < k_count; ++k)
-    for (std::uint64_t ii = i; ii < n; ++ii) out[k * out_stride + ii] = y[ii * kGemmK + k];
+    for (std::uint64_t j = k; j < k + 8 && j < k_count; ++j)
+      for (std::uint64_t i = n8; i < n; ++i) out[j * out_stride + i] = y[i * kGemmK + j];
+  }
 }
 
 // Channels [k0, k0 + 8) in the 8 int32 lanes. Packed input: word (y * W + x) * 8 + j holds
