@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstring>
 #include <functional>
 
 namespace npukit::device::conv_kernels {
@@ -152,15 +153,34 @@ bool inputs_nonnegative(const DenseConv& c) {
   for (const std::int64_t ch : c.channels) {
     const std::int8_t* plane = plane_of(c, ch);
     if (!plane) continue;
-    // OR of the bytes: the sign bit survives if any is negative (vectorizes).
-    std::uint8_t any = 0;
-    for (std::uint64_t i = 0; i < n; ++i) any |= static_cast<std::uint8_t>(plane[i]);
-    if (any & 0x80) return false;
+    // OR of the bytes, 8 at a time: a sign bit survives if any is negative.
+    std::uint64_t any = 0, i = 0;
+    for (; i + 8 <= n; i += 8) {
+      std::uint64_t v;
+      std::memcpy(&v, plane + i, 8);
+      any |= v;
+    }
+    for (; i < n; ++i) any |= static_cast<std::uint8_t>(plane[i]);
+    if (any & 0x8080808080808080u) return false;
   }
   return true;
 }
 
-void pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias) {
+bool interleave_quads_scalar(const std::int8_t* const* src, std::uint64_t n, std::uint32_t* dst) {
+  std::uint8_t any = 0;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    std::uint32_t word = 0;
+    for (int b = 0; b < 4; ++b) {
+      const std::uint8_t v = src[b] ? static_cast<std::uint8_t>(src[b][i]) : 0;
+      any |= v;
+      word |= static_cast<std::uint32_t>(v) << (8 * b);
+    }
+    dst[i] = word;
+  }
+  return (any & 0x80) == 0;
+}
+
+bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInterleave interleave) {
   if (bias != 128 && bias != 0) fail("pack_quads: bias {} (128 or 0)", bias);
   p.bias = bias;
   const Phases ph = phases(c, p.tap_offset);
@@ -182,11 +202,22 @@ void pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias) {
   // The VNNI tiles step 48 outputs; with bias 0 (the GEMM form and the tests' plain model) 16.
   const std::uint64_t q_step = bias == 0 ? 16 : kTileQ4;
   p.q_padded = (p.q_count + q_step - 1) / q_step * q_step;
+  // Stride 1 with the check: the one phase is the plane, every word of it written by interleave.
+  const bool fused = interleave && bias == 0 && c.stride == 1;
   // Every byte x = 0 (the value of padding and of the zero channels): 0x80808080 with bias 128.
-  p.x.assign(p.quads * p.plane_words + p.q_padded, bias * 0x01010101u);
+  if (fused) {
+    p.x.resize(p.quads * p.plane_words + p.q_padded);
+    std::fill(p.x.begin() + static_cast<std::ptrdiff_t>(p.quads * p.plane_words), p.x.end(), 0u);
+  } else {
+    p.x.assign(p.quads * p.plane_words + p.q_padded, bias * 0x01010101u);
+  }
   for (std::uint64_t qd = 0; qd < p.quads; ++qd) {
     const std::int8_t* src[4];
     for (int b = 0; b < 4; ++b) src[b] = plane_of(c, chans[4 * qd + static_cast<std::uint64_t>(b)]);
+    if (fused) {
+      if (!interleave(src, p.plane_words, p.x.data() + qd * p.plane_words)) return false;
+      continue;
+    }
     scatter_phases(c, ph, p.x.data() + qd * p.plane_words, [&](std::uint64_t at) {
       std::uint32_t word = 0;
       for (int b = 0; b < 4; ++b) {
@@ -210,7 +241,7 @@ void pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias) {
   p.w_data = w.data();
   p.offset_first_data = offset_first.data();
   p.offset_all_data = offset_all.data();
-  if (kept && kept->ready) return;
+  if (kept && kept->ready) return true;
   if (kept) kept->ready = true;
   for (std::uint64_t k = 0; k < c.kn; ++k) {
     const std::uint64_t kb = k / kTileK4, kk = k % kTileK4;
@@ -232,6 +263,7 @@ void pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias) {
     offset_first[k] = bias * sum_first;
     offset_all[k] = bias * sum_all;
   }
+  return true;
 }
 
 void quad_tiles_scalar(const PackedQuads& p, std::uint64_t kb, std::uint64_t quad_begin,
@@ -390,17 +422,22 @@ namespace detail {
 // Work units of kGemmPixels output pixels x kGemmK output channels, each summed into its own y
 // rows (every index writes its own acc / snapshot entries: any thread count gives the same
 // integers); pixel units outer, so a unit's inputs stay in the cache for its channel blocks.
-void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot, bool quads,
-                     GemmTiles tiles, LanesOut out) {
+void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot,
+                     GemmTiles quad_tiles, GemmTiles pair_tiles, LanesOut out,
+                     QuadInterleave interleave) {
   check(c);
   thread_local Packed packed_pairs;
   thread_local PackedQuads packed_quads;
   GemmOperands op;
   std::uint64_t wq = 0, kn_padded = 0, split = 0, plane_words = 0;
   const std::int64_t* tap_offset = nullptr;
+  bool quads = false;
+  if (quad_tiles)
+    quads = c.stride == 1 ? pack_quads(c, packed_quads, 0, interleave)
+                          : inputs_nonnegative(c) && pack_quads(c, packed_quads, 0);
+  const GemmTiles tiles = quads ? quad_tiles : pair_tiles;
   if (quads) {  // bias 0: no offsets to subtract
     PackedQuads& p = packed_quads;
-    pack_quads(c, p, 0);
     op.x = p.x.data(), op.groups = p.quads, op.taps = p.taps, op.w = p.w_data;
     wq = p.wq, kn_padded = p.kn_padded, split = p.split_quads, plane_words = p.plane_words;
     tap_offset = p.tap_offset.data();
@@ -461,11 +498,9 @@ void dense_conv(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot, I
   // conv_kernels.h PackedQuads), else on int16 pairs. It beat the virtual-output tiles this file
   // had on every resnet18/50 shape in conv_kernels_bench (Zen 3, one thread: 3x3 512 on 7x7
   // 22 -> 77 GMAC/s relu, 20 -> 52 signed; 64 on 56x56 43 -> 62 relu, 30 -> 49 signed).
-  if (cpu::path_allowed(level, Isa::kAvx2)) {
-    const bool quads = inputs_nonnegative(c);
-    return dense_conv_gemm(c, acc, snapshot, quads, quads ? gemm_quads_avx2 : gemm_pairs_avx2,
-                           lanes_out_avx2);
-  }
+  if (cpu::path_allowed(level, Isa::kAvx2))
+    return dense_conv_gemm(c, acc, snapshot, gemm_quads_avx2, gemm_pairs_avx2, lanes_out_avx2,
+                           interleave_quads_avx2);
   check(c);
   thread_local Packed packed;
   Packed& p = packed;  // the workers of parallel_for read this thread's copy

@@ -165,9 +165,19 @@ struct PackedQuads {
 constexpr std::uint64_t kTileK4 = 8;   // output channels per tile
 constexpr std::uint64_t kTileQ4 = 48;  // virtual outputs per tile (3 x 16 lanes)
 
+// Interleaves 4 int8 planes of n values into n words (byte b of dst[i] = src[b][i], 0 for a
+// null src[b]) and says whether every value read was >= 0 (the AVX2 one is vector work).
+using QuadInterleave = bool (*)(const std::int8_t* const* src, std::uint64_t n, std::uint32_t* dst);
+bool interleave_quads_scalar(const std::int8_t* const* src, std::uint64_t n, std::uint32_t* dst);
+bool interleave_quads_avx2(const std::int8_t* const* src, std::uint64_t n, std::uint32_t* dst);
+
 // bias: 128 or 0 (then every input must be 0..127, see inputs_nonnegative: the AVX2 level's
 // GEMM form, and q_padded is a multiple of 16 instead of kTileQ4: not for the VNNI tiles).
-void pack_quads(const DenseConv& conv, PackedQuads& p, std::uint32_t bias = 128);
+// With bias 0, stride 1 and an `interleave`, the inputs are checked while they are packed (one
+// pass over them instead of two): false as soon as one is negative, and `p` is then unusable.
+// Otherwise true.
+bool pack_quads(const DenseConv& conv, PackedQuads& p, std::uint32_t bias = 128,
+                QuadInterleave interleave = nullptr);
 
 // Whether every input value of the channels `conv` sums over is >= 0 (the data, not a promise:
 // dense_conv checks it for each call before taking the AVX2 u8 path).
@@ -230,10 +240,12 @@ void lanes_out_scalar(const std::int32_t* y, std::uint64_t n, std::uint64_t k_co
                       std::int32_t* out, std::uint64_t out_stride);
 void lanes_out_avx2(const std::int32_t* y, std::uint64_t n, std::uint64_t k_count,
                     std::int32_t* out, std::uint64_t out_stride);
-// dense_conv in the GEMM form: quads = true packs u8 quads (every input must be 0..127), else
-// int16 pairs (any input); tiles and out are the paths above.
-void dense_conv_gemm(const DenseConv& conv, std::int32_t* acc, std::int32_t* snapshot, bool quads,
-                     GemmTiles tiles, LanesOut out);
+// dense_conv in the GEMM form: on u8 quads with quad_tiles when it is given and every input is
+// 0..127 (checked by `interleave` while packing at stride 1, by inputs_nonnegative before it
+// otherwise), else on int16 pairs with pair_tiles; out transposes the results.
+void dense_conv_gemm(const DenseConv& conv, std::int32_t* acc, std::int32_t* snapshot,
+                     GemmTiles quad_tiles, GemmTiles pair_tiles, LanesOut out,
+                     QuadInterleave interleave = interleave_quads_scalar);
 
 // dense_conv on the quad operands with the given tiles and bias (dense_conv calls it at the VNNI
 // levels; tests call it with quad_tiles_scalar, with bias 128 and 0).

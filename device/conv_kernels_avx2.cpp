@@ -206,6 +206,38 @@ __attribute__((target("avx2"))) static inline void transpose8(__m256i r[8]) {
   r[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
 }
 
+// 32 values of 4 planes at a time: unpack bytes (a, b) and (c, d) into pairs, pairs into words
+// (in each 128-bit half), then the halves put back in order; the OR of the inputs keeps any
+// sign bit for the check.
+__attribute__((target("avx2"))) bool interleave_quads_avx2(const std::int8_t* const* src,
+                                                           std::uint64_t n, std::uint32_t* dst) {
+  __m256i any = _mm256_setzero_si256();
+  std::uint64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i v[4];
+    for (int p = 0; p < 4; ++p)
+      v[p] = src[p] ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src[p] + i))
+                    : _mm256_setzero_si256();
+    const __m256i a = v[0], b = v[1], c = v[2], d = v[3];
+    any = _mm256_or_si256(any, _mm256_or_si256(_mm256_or_si256(a, b), _mm256_or_si256(c, d)));
+    const __m256i ab_lo = _mm256_unpacklo_epi8(a, b), ab_hi = _mm256_unpackhi_epi8(a, b);
+    const __m256i cd_lo = _mm256_unpacklo_epi8(c, d), cd_hi = _mm256_unpackhi_epi8(c, d);
+    const __m256i w0 = _mm256_unpacklo_epi16(ab_lo, cd_lo);  // values 0-3 | 16-19
+    const __m256i w1 = _mm256_unpackhi_epi16(ab_lo, cd_lo);  // 4-7 | 20-23
+    const __m256i w2 = _mm256_unpacklo_epi16(ab_hi, cd_hi);  // 8-11 | 24-27
+    const __m256i w3 = _mm256_unpackhi_epi16(ab_hi, cd_hi);  // 12-15 | 28-31
+    __m256i* out = reinterpret_cast<__m256i*>(dst + i);
+    _mm256_storeu_si256(out, _mm256_permute2x128_si256(w0, w1, 0x20));
+    _mm256_storeu_si256(out + 1, _mm256_permute2x128_si256(w2, w3, 0x20));
+    _mm256_storeu_si256(out + 2, _mm256_permute2x128_si256(w0, w1, 0x31));
+    _mm256_storeu_si256(out + 3, _mm256_permute2x128_si256(w2, w3, 0x31));
+  }
+  const std::int8_t* rest[4];
+  for (int b = 0; b < 4; ++b) rest[b] = src[b] ? src[b] + i : nullptr;
+  const bool tail = interleave_quads_scalar(rest, n - i, dst + i);
+  return tail && _mm256_movemask_epi8(any) == 0;
+}
+
 // y rows (pixel-major, kGemmK lanes) to output planes: 8 pixels x 8 channels per transpose.
 __attribute__((target("avx2"))) void lanes_out_avx2(const std::int32_t* y, std::uint64_t n,
                                                     std::uint64_t k_count, std::int32_t* out,
@@ -328,6 +360,10 @@ void gemm_pairs_avx2(const GemmOperands&, std::uint64_t, std::uint64_t, const st
 void gemm_quads_avx2(const GemmOperands&, std::uint64_t, std::uint64_t, const std::uint64_t*,
                      std::uint64_t, std::uint64_t, std::uint64_t, bool, std::int32_t*) {
   fail("dense_conv: AVX2 tiles on a CPU that is not x86");
+}
+
+bool interleave_quads_avx2(const std::int8_t* const*, std::uint64_t, std::uint32_t*) {
+  fail("dense_conv: AVX2 on a CPU that is not x86");
 }
 
 void lanes_out_avx2(const std::int32_t*, std::uint64_t, std::uint64_t, std::int32_t*,

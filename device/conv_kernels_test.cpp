@@ -83,45 +83,100 @@ Result run(const ck::DenseConv& c, Isa isa) {
   return r;
 }
 
-// The GEMM form (output channels in the lanes) with the given tiles and output transposition.
-Result run_gemm(const ck::DenseConv& c, bool quads, ck::detail::GemmTiles tiles,
-                ck::detail::LanesOut out) {
+// The GEMM form (output channels in the lanes) with the given tiles, output transposition and
+// quad interleave (quad_tiles null: pairs only).
+Result run_gemm(const ck::DenseConv& c, ck::detail::GemmTiles quad_tiles,
+                ck::detail::GemmTiles pair_tiles, ck::detail::LanesOut out,
+                ck::detail::QuadInterleave interleave) {
   Result r;
   r.acc.assign(c.kn * c.oh() * c.ow(), 0x5A5A5A5A);
   r.snapshot.assign((c.kn - c.snapshot_from) * c.oh() * c.ow(), 0x5A5A5A5A);
   std::int32_t* snap = c.snapshot_from < c.kn ? r.snapshot.data() : nullptr;
-  ck::detail::dense_conv_gemm(c, r.acc.data(), snap, quads, tiles, out);
+  ck::detail::dense_conv_gemm(c, r.acc.data(), snap, quad_tiles, pair_tiles, out, interleave);
   return r;
 }
 
-// Every GEMM-form combination this CPU can run: pairs (any input) or, with `quads` (inputs
-// 0..127), u8 quads too; plain C++ tiles and, with AVX2, the AVX2 tiles, each with both output
-// transpositions. Each is compared with the plain loop's sums.
-void expect_gemm_forms(const ck::DenseConv& c, bool quads, const std::vector<std::int32_t>& acc,
+// Pair tiles that must not run: the quad forms on inputs that are all 0..127.
+void no_pairs(const ck::detail::GemmOperands&, std::uint64_t, std::uint64_t, const std::uint64_t*,
+              std::uint64_t, std::uint64_t, std::uint64_t, bool, std::int32_t*) {
+  ADD_FAILURE() << "the GEMM form took int16 pairs on inputs that are all 0..127";
+}
+
+// Every GEMM-form combination this CPU can run: pairs, and u8 quads (on inputs with a negative
+// value, `nonnegative` false, they must fall back to the pair tiles; else they must not); plain
+// C++ tiles and, with AVX2, the AVX2 tiles, each with both output transpositions and both quad
+// interleaves. Each is compared with the plain loop's sums.
+void expect_gemm_forms(const ck::DenseConv& c, bool nonnegative,
+                       const std::vector<std::int32_t>& acc,
                        const std::vector<std::int32_t>& snapshot) {
   namespace d = ck::detail;
   struct Form {
     const char* name;
-    bool quads;
-    d::GemmTiles tiles;
+    d::GemmTiles quads, pairs;
     d::LanesOut out;
+    d::QuadInterleave interleave;
     bool avx2;
   };
   const Form forms[] = {
-      {"gemm pairs scalar", false, d::gemm_pairs_scalar, d::lanes_out_scalar, false},
-      {"gemm quads scalar", true, d::gemm_quads_scalar, d::lanes_out_scalar, false},
-      {"gemm pairs avx2", false, d::gemm_pairs_avx2, d::lanes_out_avx2, true},
-      {"gemm pairs avx2, scalar out", false, d::gemm_pairs_avx2, d::lanes_out_scalar, true},
-      {"gemm quads avx2", true, d::gemm_quads_avx2, d::lanes_out_avx2, true},
-      {"gemm quads scalar, avx2 out", true, d::gemm_quads_scalar, d::lanes_out_avx2, true},
+      {"gemm pairs scalar", nullptr, d::gemm_pairs_scalar, d::lanes_out_scalar,
+       d::interleave_quads_scalar, false},
+      {"gemm quads scalar", d::gemm_quads_scalar, d::gemm_pairs_scalar, d::lanes_out_scalar,
+       d::interleave_quads_scalar, false},
+      {"gemm pairs avx2", nullptr, d::gemm_pairs_avx2, d::lanes_out_avx2, d::interleave_quads_avx2,
+       true},
+      {"gemm pairs avx2, scalar out", nullptr, d::gemm_pairs_avx2, d::lanes_out_scalar,
+       d::interleave_quads_scalar, true},
+      {"gemm quads avx2", d::gemm_quads_avx2, d::gemm_pairs_avx2, d::lanes_out_avx2,
+       d::interleave_quads_avx2, true},
+      {"gemm quads avx2, scalar interleave", d::gemm_quads_avx2, d::gemm_pairs_avx2,
+       d::lanes_out_avx2, d::interleave_quads_scalar, true},
+      {"gemm quads scalar, avx2 out and interleave", d::gemm_quads_scalar, d::gemm_pairs_scalar,
+       d::lanes_out_avx2, d::interleave_quads_avx2, true},
   };
   for (const Form& f : forms) {
-    if (f.quads && !quads) continue;
     if (f.avx2 && !cpu::supports(Isa::kAvx2)) continue;
-    const Result r = run_gemm(c, f.quads, f.tiles, f.out);
+    const Result r =
+        run_gemm(c, f.quads, f.quads && nonnegative ? no_pairs : f.pairs, f.out, f.interleave);
     EXPECT_EQ(r.acc, acc) << f.name;
     if (c.snapshot_from < c.kn) {
       EXPECT_EQ(r.snapshot, snapshot) << f.name;
+    }
+  }
+}
+
+// The quad interleave against a plain loop: lengths around the 32-value vector steps, null
+// planes, and one negative value at every position class (vector body, tail, absent).
+TEST(ConvKernels, QuadInterleaveEqualsThePlainLoopAndFindsNegatives) {
+  std::vector<ck::detail::QuadInterleave> paths = {ck::detail::interleave_quads_scalar};
+  if (cpu::supports(Isa::kAvx2)) paths.push_back(ck::detail::interleave_quads_avx2);
+  std::mt19937 rng(5);
+  for (const std::uint64_t n : {0, 1, 31, 32, 33, 64, 95, 200}) {
+    for (int trial = 0; trial < 12; ++trial) {
+      std::vector<std::int8_t> planes(4 * n);
+      for (auto& v : planes) v = static_cast<std::int8_t>(rng() % 128);
+      const int null_plane = trial % 5;  // 4: none null
+      std::int64_t negative = -1;
+      if (trial % 3 != 0 && n > 0) {
+        negative = static_cast<std::int64_t>(rng() % (4 * n));
+        planes[static_cast<std::uint64_t>(negative)] =
+            static_cast<std::int8_t>(trial % 2 ? -128 : -1);
+      }
+      const std::int8_t* src[4];
+      for (int b = 0; b < 4; ++b)
+        src[b] = b == null_plane ? nullptr : planes.data() + static_cast<std::uint64_t>(b) * n;
+      const bool negative_read =
+          negative >= 0 && static_cast<std::uint64_t>(negative) / std::max<std::uint64_t>(n, 1) !=
+                               static_cast<std::uint64_t>(null_plane);
+      std::vector<std::uint32_t> want(n);
+      for (std::uint64_t i = 0; i < n; ++i)
+        for (int b = 0; b < 4; ++b)
+          if (src[b])
+            want[i] |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(src[b][i])) << (8 * b);
+      for (const auto interleave : paths) {
+        std::vector<std::uint32_t> got(n, 0xDEADBEEF);
+        EXPECT_EQ(interleave(src, n, got.data()), !negative_read) << n << " values";
+        EXPECT_EQ(got, want) << n << " values";
+      }
     }
   }
 }
