@@ -1,6 +1,7 @@
 #include "quant/quantize.h"
 
 #include "common/error.h"
+#include "common/parallel.h"
 #include "ir/tensor_util.h"
 #include "onnx/onnx_io.h"
 
@@ -10,12 +11,15 @@
 #endif
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <limits>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <set>
 #include <span>
+#include <thread>
 
 namespace npukit::quant {
 
@@ -427,6 +431,21 @@ void accumulate(Stats& s, const std::string& name, const std::string& where, int
   }
 }
 
+// Records that tensor `name` was seen with this type and shape: what differs between sightings
+// becomes unknown (the type, or a dimension as -1; a change of rank makes the type unknown).
+void note_seen(std::map<std::string, Tensor>& seen_map, const std::string& name, DType dtype,
+               const ir::Shape& shape) {
+  auto [seen, fresh] = seen_map.try_emplace(name, Tensor{name, dtype, shape, {}});
+  if (fresh) return;
+  if (seen->second.dtype != dtype) seen->second.dtype = DType::kUndefined;
+  if (seen->second.shape.size() != shape.size()) {
+    seen->second.dtype = DType::kUndefined;  // rank changes: nothing static to say
+  } else {
+    for (std::size_t d = 0; d < shape.size(); ++d)
+      if (seen->second.shape[d] != shape[d]) seen->second.shape[d] = -1;
+  }
+}
+
 }  // namespace
 
 std::map<std::string, float> calibrate(const Graph& graph,
@@ -445,37 +464,86 @@ std::map<std::string, float> calibrate(const Graph& graph,
   std::size_t done = 0;
   std::map<std::string, Stats> stats;
 
+  // The samples are spread over the threads in contiguous blocks, each with its own statistics,
+  // and the executor runs one thread per sample (oneDNN's too): a maximum, counts and the
+  // shapes seen merge to the same result in any order, so every thread count gives the
+  // one-thread thresholds (tested). Pass 1's blocks start from the merged maxima.
+  const std::size_t workers = std::clamp<std::size_t>(thread_count(), 1, samples.size());
+  std::mutex progress_mutex;
   auto observe = [&](int pass) {
-    ref::RunOptions run;
-    run.after_node = [&](const Node& node, const ref::TensorMap& values) {
-      if (observed && pass == 0)
-        for (const auto& o : node.outputs) {
-          auto it = values.find(o);
-          if (o.empty() || it == values.end()) continue;
-          auto [seen, fresh] =
-              observed->try_emplace(o, Tensor{o, it->second.dtype, it->second.shape, {}});
-          if (fresh) continue;
-          if (seen->second.dtype != it->second.dtype) seen->second.dtype = DType::kUndefined;
-          if (seen->second.shape.size() != it->second.shape.size()) {
-            seen->second.dtype = DType::kUndefined;  // rank changes: nothing static to say
-          } else {
-            for (std::size_t d = 0; d < seen->second.shape.size(); ++d)
-              if (seen->second.shape[d] != it->second.shape[d]) seen->second.shape[d] = -1;
+    std::vector<std::map<std::string, Stats>> part(workers);
+    std::vector<std::map<std::string, Tensor>> seen_part(workers);
+    for (auto& p : part) {
+      p = stats;  // pass 1: the maxima, bins zeroed below
+      for (auto& [name, st] : p) {
+        std::fill(st.bins.begin(), st.bins.end(), 0);
+        std::fill(st.negative.begin(), st.negative.end(), 0);
+        st.zeros = 0;
+      }
+    }
+    std::vector<std::exception_ptr> errors(workers);
+    auto work = [&](std::size_t w) {
+      try {
+        auto& my = part[w];
+        ref::RunOptions run;
+        run.after_node = [&](const Node& node, const ref::TensorMap& values) {
+          if (observed && pass == 0)
+            for (const auto& o : node.outputs) {
+              auto it = values.find(o);
+              if (o.empty() || it == values.end()) continue;
+              note_seen(seen_part[w], o, it->second.dtype, it->second.shape);
+            }
+          for_each_float(
+              values, node.outputs, [&](const std::string& name, const float* p, std::size_t n) {
+                accumulate(my[name], name, "output of node '" + node.name + "'", pass, p, n);
+              });
+        };
+        const std::size_t first = samples.size() * w / workers;
+        const std::size_t last = samples.size() * (w + 1) / workers;
+        for (std::size_t i = first; i < last; ++i) {
+          // Graph inputs are observed directly.
+          for_each_float(samples[i], graph.inputs,
+                         [&](const std::string& name, const float* p, std::size_t n) {
+                           accumulate(my[name], name, "graph input", pass, p, n);
+                         });
+          ref::run_graph(graph, samples[i], run);
+          if (options.progress) {
+            const std::lock_guard lock(progress_mutex);
+            options.progress(++done, total);
           }
         }
-      for_each_float(
-          values, node.outputs, [&](const std::string& name, const float* p, std::size_t n) {
-            accumulate(stats[name], name, "output of node '" + node.name + "'", pass, p, n);
-          });
+      } catch (...) {
+        errors[w] = std::current_exception();
+      }
     };
-    for (const auto& sample : samples) {
-      // Graph inputs are observed directly.
-      for_each_float(sample, graph.inputs,
-                     [&](const std::string& name, const float* p, std::size_t n) {
-                       accumulate(stats[name], name, "graph input", pass, p, n);
-                     });
-      ref::run_graph(graph, sample, run);
-      if (options.progress) options.progress(++done, total);
+    if (workers == 1) {
+      work(0);
+    } else {
+      const unsigned threads = thread_count();
+      set_thread_count(1);
+      {
+        std::vector<std::jthread> pool;
+        for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(work, w);
+        work(0);
+      }
+      set_thread_count(threads);
+    }
+    // The lowest block's error is the first sample's, as one thread would report it.
+    for (const auto& e : errors)
+      if (e) std::rethrow_exception(e);
+    for (std::size_t w = 0; w < workers; ++w) {
+      for (auto& [name, st] : part[w]) {
+        Stats& into = stats[name];
+        if (pass == 0) {
+          into.max_abs = std::max(into.max_abs, st.max_abs);
+          continue;
+        }
+        for (std::size_t b = 0; b < into.bins.size(); ++b) into.bins[b] += st.bins[b];
+        for (std::size_t b = 0; b < into.negative.size(); ++b) into.negative[b] += st.negative[b];
+        into.zeros += st.zeros;
+      }
+      if (observed)
+        for (const auto& [name, t] : seen_part[w]) note_seen(*observed, name, t.dtype, t.shape);
     }
   };
 

@@ -1,6 +1,7 @@
 #include "quant/quantize.h"
 
 #include "common/error.h"
+#include "common/parallel.h"
 #include "ir/tensor_util.h"
 #include "onnx/onnx_io.h"
 
@@ -114,6 +115,64 @@ TEST(Calibration, PercentileOfLongTensorsMatchesAPlainCount) {
     EXPECT_THROW(calibrate(g, {{{"x", ir::make_tensor<float>({1, n}, with_nan, "x")}}}, o), Error)
         << n;
   }
+}
+
+// Samples spread over threads give the one-thread thresholds, shapes seen and error, for every
+// method (pass 1 starts from the maxima merged over all samples).
+TEST(Calibration, EveryThreadCountGivesTheOneThreadResult) {
+  const std::int64_t n = 301;
+  ir::Graph g = relu_graph();
+  g.tensors["x"].shape = {1, n};
+  g.tensors["y"].shape = {1, n};
+  std::vector<ref::TensorMap> samples;
+  for (int k = 0; k < 5; ++k) {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < v.size(); ++i)  // each sample its own range
+      v[i] = static_cast<float>(((i + 31 * k) * 7919) % 1000) / (50.0f + 40.0f * k) - 4.0f;
+    samples.push_back({{"x", ir::make_tensor<float>({1, n}, v, "x")}});
+  }
+  const unsigned threads = thread_count();
+  for (const Calibration method :
+       {Calibration::kMinMax, Calibration::kPercentile, Calibration::kEntropy}) {
+    QuantizeOptions o;
+    o.method = method;
+    o.histogram_bins = 128;
+    o.quantized_bins = 16;
+    o.percentile = 97;
+    std::map<std::string, float> one;
+    std::map<std::string, ir::Tensor> seen_one;
+    for (const unsigned t : {1u, 2u, 3u, 8u}) {
+      set_thread_count(t);
+      std::map<std::string, ir::Tensor> seen;
+      const auto thresholds = calibrate(g, samples, o, &seen);
+      if (t == 1) {
+        one = thresholds;
+        seen_one = seen;
+        continue;
+      }
+      EXPECT_EQ(thresholds, one) << calibration_name(method) << ", " << t << " threads";
+      ASSERT_EQ(seen.size(), seen_one.size());
+      for (const auto& [name, tensor] : seen) {
+        EXPECT_EQ(tensor.dtype, seen_one.at(name).dtype) << name;
+        EXPECT_EQ(tensor.shape, seen_one.at(name).shape) << name;
+      }
+    }
+  }
+  std::vector<ref::TensorMap> bad = samples;
+  bad[3].at("x").as_mutable<float>()[7] = NAN;       // the first sample to fail ...
+  bad[4].at("x").as_mutable<float>()[9] = INFINITY;  // ... before this one, on any thread
+  std::string message_one;
+  for (const unsigned t : {1u, 2u, 5u}) {
+    set_thread_count(t);
+    try {
+      calibrate(g, bad, {});
+      ADD_FAILURE() << "NaN accepted with " << t << " threads";
+    } catch (const Error& e) {
+      if (t == 1) message_one = e.what();
+      EXPECT_EQ(e.what(), message_one) << t << " threads";
+    }
+  }
+  set_thread_count(threads);
 }
 
 TEST(Calibration, EntropyByHand) {

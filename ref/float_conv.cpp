@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 #include "common/parallel.h"
 
@@ -53,6 +54,7 @@ struct Compiled {
   dnnl::convolution_forward conv;
   memory::desc src, weights, dst;                 // the layouts oneDNN chose
   memory::desc user_src, user_weights, user_dst;  // NCHW / (G)OIHW
+  memory::desc scratchpad;                        // given per call: see conv2d_float
 };
 
 dnnl::engine& engine() {
@@ -81,10 +83,13 @@ const Compiled& compiled(const Key& k, const WindowGeometry& g) {
       memory::desc(src, f32, tag::any), memory::desc(weights, f32, tag::any), bias_md,
       memory::desc(dst, f32, tag::any), {k.stride_h, k.stride_w},
       {k.dilation_h - 1, k.dilation_w - 1}, {k.pad_top, k.pad_left}, {k.pad_bottom, k.pad_right});
-  dnnl::convolution_forward::primitive_desc pd(d, engine());
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::convolution_forward::primitive_desc pd(d, attr, engine());
   c.src = pd.src_desc();
   c.weights = pd.weights_desc();
   c.dst = pd.dst_desc();
+  c.scratchpad = pd.scratchpad_desc();
   c.conv = dnnl::convolution_forward(pd);
   return cache.emplace(k, std::move(c)).first->second;
 }
@@ -126,6 +131,12 @@ void conv2d_float(const float* x, const float* w, const float* bias, float* y, s
   memory dst = c->dst == c->user_dst ? user_dst : memory(c->dst, engine());
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
+  // The primitive's scratch memory is this thread's: calibration runs images on several threads
+  // at once through the same cached primitives, and the library's shared scratchpad is safe
+  // for that only in oneDNN builds made with concurrent execution enabled.
+  thread_local std::vector<unsigned char> scratch;
+  if (scratch.size() < c->scratchpad.get_size()) scratch.resize(c->scratchpad.get_size());
+  args.emplace(DNNL_ARG_SCRATCHPAD, memory(c->scratchpad, engine(), scratch.data()));
   if (bias)
     args.emplace(DNNL_ARG_BIAS,
                  memory(memory::desc({kernels}, memory::data_type::f32, memory::format_tag::x),
