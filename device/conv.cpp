@@ -346,9 +346,12 @@ void map_dense(const LayerContext& ctx, const ConvGeometry& g, const Mapping& ma
 
 // Mapped weights are kept from run to run: a network run image after image maps the same blob
 // every time, which costs as much as a small layer's sums. An entry is reused only when the blob
-// read from DRAM now is byte for byte the one it was mapped from, under the same mapping, so a
-// program that rewrites its weights is mapped afresh; the device still reads every byte. Per
-// thread (parallel eval workers each simulate their own board), bounded in size.
+// in DRAM now is byte for byte the one it was mapped from, under the same mapping, so a program
+// that rewrites its weights is mapped afresh; the device still reads every byte. Two checks
+// establish that: no byte of the range was written since the entry was last checked on this
+// Dram (its write tracking: a few page stamps), or else a byte compare of the range (a blob
+// rewritten with the same bytes, or another board). Per thread (parallel eval workers each
+// simulate their own board), bounded in size.
 struct WeightCacheKey {
   std::uint64_t start, in_channels, kn, kh, kw, kern_dim, chan_dim, kitr, citr;
   ConvMode mode;
@@ -363,6 +366,7 @@ const MappedWeights& mapped_weights(const LayerContext& ctx, const ConvGeometry&
     WeightCacheKey key;
     Bytes blob;
     MappedWeights mapped;
+    std::uint64_t dram_id = 0, stamp = 0;  // equal to DRAM on that Dram at that write stamp
   };
   constexpr std::uint64_t kMaxCachedBlobBytes = 256ull << 20;
   thread_local std::deque<Entry> cache;  // references stay valid as it grows
@@ -370,16 +374,22 @@ const MappedWeights& mapped_weights(const LayerContext& ctx, const ConvGeometry&
   const WeightCacheKey key{weight_start, in_channels,  g.kn,     g.kh,     g.kw,
                            map.kern_dim, map.chan_dim, map.kitr, map.citr, map.mode};
   // The blob is compared in DRAM (the range was checked by the caller), not copied out first.
-  for (Entry& e : cache)
-    if (e.key == key && e.blob.size() == blob_bytes &&
-        ctx.dram.equals(weight_start, e.blob, "weight read"))
+  Dram& dram = ctx.dram;
+  for (Entry& e : cache) {
+    if (e.key != key || e.blob.size() != blob_bytes) continue;
+    if (e.dram_id == dram.id() && dram.unwritten_since(weight_start, blob_bytes, e.stamp))
       return e.mapped;
+    if (dram.equals(weight_start, e.blob, "weight read")) {
+      e.dram_id = dram.id(), e.stamp = dram.write_stamp();
+      return e.mapped;
+    }
+  }
   if (cached_bytes + blob_bytes > kMaxCachedBlobBytes) {
     cache.clear();
     cached_bytes = 0;
   }
-  Entry e{key, Bytes(blob_bytes), {}};
-  ctx.dram.read(weight_start, e.blob, "weight read");
+  Entry e{key, Bytes(blob_bytes), {}, dram.id(), dram.write_stamp()};
+  dram.read(weight_start, e.blob, "weight read");
   const Bytes& blob = e.blob;
   if (dense)
     map_dense(ctx, g, map, blob, in_channels, e.mapped);

@@ -228,6 +228,63 @@ TEST(Conv, RewrittenWeightsAtTheSameAddressAreReadAgain) {
     }
 }
 
+// The same board, run again after the host rewrote one weight byte through a DWP packet (the
+// transport path): the mapping kept from the first run must not be reused (Dram write tracking),
+// in every mode. Rewriting blob bytes with what they hold keeps the result right too.
+TEST(Conv, OneWeightByteRewrittenOnTheSameBoardIsReadAgain) {
+  for (const isa::SaArch& arch : kArchs)
+    for (std::size_t i = 0; i < conv_cases().size(); ++i) {
+      Case c = conv_cases()[i];
+      SCOPED_TRACE(std::string(c.name) + " on " + arch.str());
+      fill_random(c.spec, 9000 + static_cast<unsigned>(i));
+      ProgramBuilder b{arch};
+      const std::uint64_t dk = 32 / arch.n_sa;
+      const Bytes input = pack_activation(arch, c.spec.ic, c.spec.ih * c.spec.iw, c.spec.x);
+      const std::uint32_t in_addr = b.alloc(input.size());
+      const std::uint64_t out_bytes = up(c.spec.kn, arch.n_sa) * up(c.spec.out_pixels(), dk);
+      const std::uint32_t out_addr = b.alloc(out_bytes * 4);
+      const std::uint32_t acc_addr = b.alloc(out_bytes * 4 + 4096);
+      b.add_conv(c.spec, in_addr, out_addr, acc_addr);
+      b.finish();
+      const std::uint32_t w_addr = b.blobs[0].address;  // add_conv adds the weights first
+      const Bytes blob = b.blobs[0].data;
+      auto dev = run_program(arch, b, in_addr, input);
+      auto output = [&] {
+        return unpack_activation(arch, c.spec.kn, c.spec.out_pixels(),
+                                 dev->dram().read(out_addr, out_bytes * c.spec.op_width, "test"),
+                                 c.spec.op_width);
+      };
+      ASSERT_EQ(output(), ref_conv(c.spec));
+      auto rerun = [&](std::uint32_t addr, const Bytes& bytes) {
+        Bytes s;
+        isa::append_dwp_packet(s, addr, bytes);
+        isa::append_dwp_start(s);
+        dev->receive_dwp(s);
+      };
+      // The blob's first word rewritten with the bytes it holds: same result.
+      rerun(w_addr, Bytes(blob.begin(), blob.begin() + 32));
+      EXPECT_EQ(output(), ref_conv(c.spec)) << "after the same bytes were written again";
+      // One weight changed: exactly one byte of the packed blob differs.
+      ConvSpec changed = c.spec;
+      std::size_t w = 0;
+      while (w < changed.w.size() && changed.w[w] == 0) ++w;
+      ASSERT_LT(w, changed.w.size());
+      changed.w[w] = changed.w[w] == 127 ? -128 : static_cast<std::int8_t>(changed.w[w] + 1);
+      const Bytes new_blob = pack_conv_weights(arch, changed);
+      std::vector<std::size_t> diff;
+      for (std::size_t j = 0; j < new_blob.size(); ++j)
+        if (new_blob[j] != blob[j]) diff.push_back(j);
+      ASSERT_EQ(diff.size(), 1u);
+      // DWP packets carry whole 32-byte words: the word around the byte, the rest unchanged.
+      const std::size_t word = diff[0] / 32 * 32;
+      rerun(w_addr + static_cast<std::uint32_t>(word),
+            Bytes(new_blob.begin() + static_cast<std::ptrdiff_t>(word),
+                  new_blob.begin() + static_cast<std::ptrdiff_t>(word + 32)));
+      EXPECT_EQ(dev->stats().runs, 3u);
+      EXPECT_EQ(output(), ref_conv(changed)) << "after one weight byte was rewritten";
+    }
+}
+
 TEST(Conv, DramAccumulantRegionHoldsPartialSumOfAllButLastChannelGroup) {
   for (const isa::SaArch& arch : {isa::kArch9x4x4, isa::kArch9x8x8}) {
     for (int kn : {8, 20}) {  // kitr 1 and > 1 on 9,8,8

@@ -137,6 +137,56 @@ TEST(Device, DramIsLazyAndReadsZeroWhereNothingWasWritten) {
   }
 }
 
+// Write tracking: every way a byte can change (write, write_be32, fill, write_pages, clear)
+// marks its pages as written after any stamp taken before; reads, a zero fill of never-written
+// memory and writes to other pages do not. Ids differ between Drams.
+TEST(Device, DramWriteTrackingSeesEveryWriter) {
+  Dram d(4 * Dram::kPageBytes);
+  const std::uint64_t page = Dram::kPageBytes, blob = page + 100, blob_bytes = page;  // 2 pages
+  EXPECT_TRUE(d.unwritten_since(blob, blob_bytes, d.write_stamp()));
+  using Writer = std::function<void(std::uint64_t addr)>;
+  const std::vector<std::pair<std::string, Writer>> writers = {
+      {"write", [&](std::uint64_t a) { d.write(a, Bytes{1}, "t"); }},
+      {"write_be32", [&](std::uint64_t a) { d.write_be32(a, 5, "t"); }},
+      {"fill", [&](std::uint64_t a) { d.fill(a, 1, 9, "t"); }},
+      {"fill 0", [&](std::uint64_t a) { d.fill(a, 1, 0, "t"); }},
+      {"write_pages",
+       [&](std::uint64_t a) {
+         d.write_pages(a, 1, "t", [](std::uint64_t, std::uint8_t* p, std::uint64_t) { *p = 3; });
+       }},
+  };
+  for (const auto& [name, write] : writers)
+    for (const std::uint64_t at : {blob, blob + blob_bytes - 1, blob + page / 2}) {
+      SCOPED_TRACE(fmt::format("{} at 0x{:x}", name, at));
+      d.write(blob, Bytes{7}, "t");  // the pages exist, so even a zero fill writes them
+      const std::uint64_t stamp = d.write_stamp();
+      std::uint8_t sink[64];
+      d.read(blob, sink, "t");
+      d.read_pages(blob, 64, "t", [](std::uint64_t, const std::uint8_t*, std::uint64_t) {});
+      EXPECT_TRUE(d.unwritten_since(blob, blob_bytes, stamp)) << "reads are not writes";
+      write(3 * page);  // another page
+      write(page - 4);  // just before the blob's first page (write_be32 writes 4 bytes)
+      EXPECT_TRUE(d.unwritten_since(blob, blob_bytes, stamp));
+      write(at);
+      EXPECT_FALSE(d.unwritten_since(blob, blob_bytes, stamp));
+      EXPECT_FALSE(d.unwritten_since(at, 1, stamp));
+      EXPECT_TRUE(d.unwritten_since(3 * page + 1, 0, stamp)) << "an empty range";
+    }
+  // A zero fill of memory never written leaves every byte as it was.
+  Dram fresh(2 * Dram::kPageBytes);
+  const std::uint64_t s0 = fresh.write_stamp();
+  fresh.fill(0, 2 * Dram::kPageBytes, 0, "t");
+  EXPECT_TRUE(fresh.unwritten_since(0, 2 * Dram::kPageBytes, s0));
+  EXPECT_EQ(fresh.allocated_bytes(), 0u);
+  // clear() forgets every byte: a write to all of them.
+  const std::uint64_t s1 = d.write_stamp();
+  d.clear();
+  EXPECT_FALSE(d.unwritten_since(0, 1, s1));
+  EXPECT_FALSE(d.unwritten_since(3 * page, 1, s1));
+  EXPECT_NE(d.id(), fresh.id());
+  EXPECT_THROW((void)d.unwritten_since(4 * page - 1, 2, 0), Error);
+}
+
 TEST(Device, ActivationLayoutMatchesTheSpecFormula) {
   // gati.md 6.1 worked numbers: 9,4,4 -> dk 8 (NHW8C4), 9,8,8 -> dk 4, 16,1,16 -> dk 2.
   const auto l = ActivationLayout::for_arch(isa::kArch9x4x4, 6, 36);

@@ -3,15 +3,24 @@
 #include "common/error.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 namespace npukit::device {
 
-Dram::Dram(std::uint64_t size_bytes) : size_(size_bytes) {
+namespace {
+std::uint64_t next_dram_id() {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+
+Dram::Dram(std::uint64_t size_bytes) : size_(size_bytes), id_(next_dram_id()) {
   if (size_bytes == 0 || size_bytes > (1ull << 32))
     fail("DRAM size {} bytes is not supported: use 1 byte to 4 GiB (addresses are 32-bit)",
          size_bytes);
   pages_.resize(ceil_div(size_bytes, kPageBytes));
+  page_stamps_.resize(pages_.size(), 0);
 }
 
 void Dram::check_range(std::uint64_t addr, std::uint64_t bytes, std::string_view who) const {
@@ -21,6 +30,7 @@ void Dram::check_range(std::uint64_t addr, std::uint64_t bytes, std::string_view
 }
 
 std::uint8_t* Dram::page_for_write(std::uint64_t page) {
+  page_stamps_[page] = ++stamp_;
   auto& p = pages_[page];
   if (!p) {
     p = std::make_unique<std::uint8_t[]>(kPageBytes);  // value-initialised: zeros
@@ -104,8 +114,21 @@ std::uint64_t Dram::allocated_bytes() const {
   return n;
 }
 
+bool Dram::unwritten_since(std::uint64_t addr, std::uint64_t bytes, std::uint64_t stamp) const {
+  check_range(addr, bytes, "write tracking");
+  if (bytes == 0) return true;
+  const std::uint64_t last = (addr + bytes - 1) / kPageBytes;
+  for (std::uint64_t page = addr / kPageBytes; page <= last; ++page)
+    if (page_stamps_[page] > stamp) return false;
+  return true;
+}
+
 void Dram::clear() {
-  for (auto& p : pages_) p.reset();
+  ++stamp_;
+  for (std::size_t i = 0; i < pages_.size(); ++i) {
+    pages_[i].reset();
+    page_stamps_[i] = stamp_;
+  }
 }
 
 }  // namespace npukit::device

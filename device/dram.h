@@ -3,6 +3,12 @@
 // timing of its own. Pages are allocated on first write, so a 512 MiB DRAM costs only what a
 // program touches; reading memory nobody wrote gives 0.
 //
+// Writes are tracked per page (write_stamp / unwritten_since): a caller that keeps something
+// derived from a DRAM range (the CONV block's mapped weights) can tell in a few page compares,
+// instead of a byte compare of the range, that no byte of it was written since. Every call that
+// can change a byte (write, write_be32, fill, write_pages, clear) stamps the pages it touches;
+// page_for_write is the one place a page becomes writable, so no write can miss its stamp.
+//
 // Every access names who made it ("DWP packet at stream byte 96", "layer 3 CONV image read"), so
 // an out-of-range access from a malformed program fails with a message that says where it came
 // from instead of crashing.
@@ -25,6 +31,9 @@ class Dram {
   // size_bytes: 32-byte aligned, at least one page worth is not required. Throws npukit::Error
   // for 0 or for sizes above 4 GiB (DRAM addresses are 32-bit in every instruction).
   explicit Dram(std::uint64_t size_bytes = kDefaultDramBytes);
+  // A DRAM is one board's memory: not copied, and not moved (its id() names its contents).
+  Dram(const Dram&) = delete;
+  Dram& operator=(const Dram&) = delete;
 
   std::uint64_t size() const { return size_; }
 
@@ -72,6 +81,15 @@ class Dram {
   std::uint32_t read_be32(std::uint64_t addr, std::string_view who) const;
   void write_be32(std::uint64_t addr, std::uint32_t value, std::string_view who);
 
+  // Write tracking. id() is unique to this Dram in the process (never reused, so a stamp kept
+  // from another Dram, even one that lived at the same address, never matches). write_stamp()
+  // grows with every page write; unwritten_since(addr, bytes, stamp) is true when no byte of
+  // [addr, addr + bytes) can have been written after write_stamp() returned `stamp` (it works
+  // per 64 KiB page, so a write next to the range in the same page also counts as a write).
+  std::uint64_t id() const { return id_; }
+  std::uint64_t write_stamp() const { return stamp_; }
+  bool unwritten_since(std::uint64_t addr, std::uint64_t bytes, std::uint64_t stamp) const;
+
   // Bytes of host memory actually allocated for pages (for tests and stats).
   std::uint64_t allocated_bytes() const;
   // Forgets every write (all bytes read as 0 again).
@@ -96,9 +114,13 @@ class Dram {
     }
     return true;
   }
+  // The page, allocated if needed, with its write stamp advanced: every writer goes through here.
   std::uint8_t* page_for_write(std::uint64_t page);
   std::uint64_t size_;
+  std::uint64_t id_;
+  std::uint64_t stamp_ = 0;
   std::vector<std::unique_ptr<std::uint8_t[]>> pages_;
+  std::vector<std::uint64_t> page_stamps_;  // per page: write_stamp() after its last write
 };
 
 }  // namespace npukit::device
