@@ -318,8 +318,28 @@ __attribute__((target("avx2"))) void depthwise_lanes_avx2(const DepthwiseLanes& 
       off[i * kw2 + m] = static_cast<std::int64_t>((i * W + 2 * m) * 8);
     }
   std::int32_t* T = tbuf.data();
-  for (std::uint64_t y = 0; y < oh; ++y)
-    for (std::uint64_t x = 0; x < ow; ++x) {
+  // 4 pixels of a row at a time: 4 independent sums share each weight pair and the loop.
+  const std::uint64_t step = s * 8;  // words from one output pixel's inputs to the next's
+  for (std::uint64_t y = 0; y < oh; ++y) {
+    std::uint64_t x = 0;
+    for (; x + 4 <= ow; x += 4) {
+      const std::uint32_t* base = X + (y * s * W + x * s) * 8;
+      __m256i sum[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                        _mm256_setzero_si256()};
+      for (std::uint64_t q = 0; q < n_pairs; ++q) {
+        const std::uint32_t* b = base + off[q];
+        const __m256i w = wv[q];
+#pragma GCC unroll 4
+        for (std::uint64_t i = 0; i < 4; ++i)
+          sum[i] = _mm256_add_epi32(
+              sum[i], _mm256_madd_epi16(
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i * step)), w));
+      }
+#pragma GCC unroll 4
+      for (std::uint64_t i = 0; i < 4; ++i)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(T + (y * ow + x + i) * 8), sum[i]);
+    }
+    for (; x < ow; ++x) {
       const std::uint32_t* base = X + (y * s * W + x * s) * 8;
       __m256i sum = _mm256_setzero_si256();
       for (std::uint64_t q = 0; q < n_pairs; ++q)
@@ -328,6 +348,7 @@ __attribute__((target("avx2"))) void depthwise_lanes_avx2(const DepthwiseLanes& 
                      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + off[q])), wv[q]));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(T + (y * ow + x) * 8), sum);
     }
+  }
   // [pixel][channel] -> acc[channel][pixel], 8 pixels at a time.
   std::uint64_t p = 0;
   for (; p + 8 <= P; p += 8) {
