@@ -3,6 +3,7 @@
 #include "common/error.h"
 #include "ir/tensor_util.h"
 #include "ref/executor.h"
+#include "ref/float_conv.h"
 
 #include <nlohmann/json.hpp>
 
@@ -97,6 +98,9 @@ EvalResult evaluate(runtime::Session& session, const ir::Tensor& x,
   r.images = n;
   r.has_float = float_model != nullptr;
   const auto t0 = std::chrono::steady_clock::now();
+  ref::ConvWeightCache float_weights;  // the float model's conv weights, reordered once
+  ref::RunOptions float_run;
+  float_run.conv_weights = &float_weights;
   for (std::int64_t i = begin; i < end; ++i) {
     // Only this image is converted: a shard (or thread) does not copy the whole data set.
     const std::vector<float> image = ir::to_float_vector(runtime::image_of(x, i));
@@ -113,7 +117,7 @@ EvalResult evaluate(runtime::Session& session, const ir::Tensor& x,
       const std::string& fin = float_model->inputs[0];
       ref::TensorMap ff;
       ff[fin] = as_input(x, image, float_model->tensor(fin).shape, fin, data_name);
-      const auto fo = ref::run_graph(*float_model, ff);
+      const auto fo = ref::run_graph(*float_model, ff, float_run);
       const std::int64_t fp = argmax(fo.at(float_model->outputs[0]));
       r.float_correct += fp == labels[i];
       r.agree += fp == p;

@@ -4,6 +4,7 @@
 #include "common/parallel.h"
 #include "ir/tensor_util.h"
 #include "onnx/onnx_io.h"
+#include "ref/float_conv.h"
 
 #include <algorithm>
 #if defined(__SSE2__)
@@ -14,6 +15,7 @@
 #include <exception>
 #include <filesystem>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -470,6 +472,7 @@ std::map<std::string, float> calibrate(const Graph& graph,
   // one-thread thresholds (tested). Pass 1's blocks start from the merged maxima.
   const std::size_t workers = std::clamp<std::size_t>(thread_count(), 1, samples.size());
   std::mutex progress_mutex;
+  ref::ConvWeightCache weight_cache;  // the graph's conv weights in oneDNN's layout, shared
   auto observe = [&](int pass) {
     std::vector<std::map<std::string, Stats>> part(workers);
     std::vector<std::map<std::string, Tensor>> seen_part(workers);
@@ -486,6 +489,7 @@ std::map<std::string, float> calibrate(const Graph& graph,
       try {
         auto& my = part[w];
         ref::RunOptions run;
+        run.conv_weights = &weight_cache;
         run.after_node = [&](const Node& node, const ref::TensorMap& values) {
           if (observed && pass == 0)
             for (const auto& o : node.outputs) {

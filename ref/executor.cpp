@@ -80,9 +80,11 @@ TensorMap run_graph(const ir::Graph& graph, const TensorMap& inputs, const RunOp
     auto opset = graph.opsets.find(domain.empty() ? std::string() : domain);
     if (opset == graph.opsets.end() && domain.empty()) opset = graph.opsets.find("ai.onnx");
     in.opset = opset != graph.opsets.end() ? opset->second : (domain.empty() ? graph.opset : 1);
+    in.conv_weights = options.conv_weights;
     for (const auto& name : node.inputs) {
       if (name.empty()) {
         in.tensors.push_back(nullptr);
+        in.constant.push_back(false);
         continue;
       }
       const ir::Tensor* t = lookup(name);
@@ -90,6 +92,7 @@ TensorMap run_graph(const ir::Graph& graph, const TensorMap& inputs, const RunOp
         fail("{}: input '{}' has no value (not a graph input, constant or earlier output)",
              node_label(node), name);
       in.tensors.push_back(t);
+      in.constant.push_back(!values.count(name));
     }
     std::vector<ir::Tensor> outs;
     try {

@@ -12,10 +12,16 @@ namespace npukit::ref {
 
 using TensorMap = std::map<std::string, ir::Tensor>;
 
+class ConvWeightCache;  // ref/float_conv.h
+
 struct RunOptions {
   // Called after every node with all values computed so far (inputs, intermediates; constants
   // stay in the graph).
   std::function<void(const ir::Node&, const TensorMap& values)> after_node;
+  // Optional, owned by the caller: float Conv weights that are constants of `graph` keep their
+  // oneDNN layout here from run to run. Use one cache with one graph, unchanged (threads running
+  // that graph may share it).
+  ConvWeightCache* conv_weights = nullptr;
 };
 
 // Runs `graph` on `inputs` (every non-constant graph input, by name) and returns the graph

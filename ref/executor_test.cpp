@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "ir/tensor_util.h"
+#include "ref/float_conv.h"
 
 namespace npukit::ref {
 namespace {
@@ -53,6 +54,39 @@ TEST(Executor, RunsNodesInOrderAndReportsEachNode) {
   // 2x + 1, then ReLU: -5 -> 0, 0 -> 0, 1, 9
   EXPECT_THAT(ir::to_vector<float>(out["y"]), ElementsAre(0.f, 0.f, 1.f, 9.f));
   EXPECT_THAT(seen, ElementsAre("conv", "relu", "flat"));
+}
+
+// A conv weight cache keeps only the graph's constant weights: weights fed as a graph input,
+// changed in place between runs (same address), must be read afresh every run.
+TEST(Executor, ConvWeightCacheKeepsOnlyConstantWeights) {
+  ir::Graph g;
+  g.name = "conv_w_input";
+  g.inputs = {"x", "w"};
+  g.outputs = {"y", "z"};
+  g.tensors["x"] = ir::Tensor{"x", ir::DType::kFloat32, {1, 8, 6, 6}, {}};
+  g.tensors["w"] = ir::Tensor{"w", ir::DType::kFloat32, {16, 8, 3, 3}, {}};
+  std::vector<float> fixed(16 * 8 * 9);
+  for (std::size_t i = 0; i < fixed.size(); ++i) fixed[i] = static_cast<float>(i % 7) - 3.f;
+  g.tensors["k"] = ir::make_tensor<float>({16, 8, 3, 3}, fixed, "k");
+  g.nodes.push_back(node("conv_input_w", "Conv", {"x", "w"}, {"y"}));
+  g.nodes.push_back(node("conv_constant_w", "Conv", {"x", "k"}, {"z"}));
+  std::vector<float> x(8 * 36), w(16 * 8 * 9);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 5) - 2.f;
+  TensorMap feeds{{"x", ir::make_tensor<float>({1, 8, 6, 6}, x, "x")},
+                  {"w", ir::make_tensor<float>({16, 8, 3, 3}, w, "w")}};
+  ConvWeightCache cache;
+  RunOptions cached;
+  cached.conv_weights = &cache;
+  for (int round = 0; round < 3; ++round) {
+    float* wp = feeds.at("w").as_mutable<float>();
+    for (std::size_t i = 0; i < w.size(); ++i) wp[i] = static_cast<float>((i + round) % 3) - 1.f;
+    const TensorMap plain = run_graph(g, feeds);
+    const TensorMap with_cache = run_graph(g, feeds, cached);
+    EXPECT_EQ(ir::to_vector<float>(with_cache.at("y")), ir::to_vector<float>(plain.at("y")))
+        << "round " << round;
+    EXPECT_EQ(ir::to_vector<float>(with_cache.at("z")), ir::to_vector<float>(plain.at("z")))
+        << "round " << round;
+  }
 }
 
 TEST(Executor, UnsupportedOpNamesNodeAndOp) {

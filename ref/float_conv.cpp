@@ -105,9 +105,18 @@ memory in_layout(const memory::desc& want, const memory::desc& have, void* data,
 
 }  // namespace
 
+struct ConvWeightCache::Entries {
+  std::mutex mutex;
+  // (weights address, the compiled convolution that wants them) -> the reordered copy, never
+  // changed once made (so readers need the lock only for the lookup).
+  std::map<std::pair<const float*, const Compiled*>, dnnl::memory> reordered;
+};
+ConvWeightCache::ConvWeightCache() : entries(std::make_unique<Entries>()) {}
+ConvWeightCache::~ConvWeightCache() = default;
+
 void conv2d_float(const float* x, const float* w, const float* bias, float* y, std::int64_t batch,
                   std::int64_t channels, std::int64_t kernels, std::int64_t group,
-                  const WindowGeometry& g) {
+                  const WindowGeometry& g, ConvWeightCache* weights_cache) {
   // A small convolution runs on one thread: waking OpenMP workers costs more than it saves, and
   // on a loaded machine their spin-waiting costs far more (LeNet's convolutions took 70x longer).
   const std::int64_t macs =
@@ -126,7 +135,23 @@ void conv2d_float(const float* x, const float* w, const float* bias, float* y, s
   }
   dnnl::stream s(engine());
   memory src = in_layout(c->src, c->user_src, const_cast<float*>(x), s);
-  memory weights = in_layout(c->weights, c->user_weights, const_cast<float*>(w), s);
+  memory weights;
+  if (weights_cache && c->weights != c->user_weights) {
+    auto& e = *weights_cache->entries;
+    const auto key = std::make_pair(w, c);
+    {
+      const std::lock_guard lock(e.mutex);
+      if (auto it = e.reordered.find(key); it != e.reordered.end()) weights = it->second;
+    }
+    if (!weights) {
+      memory made = in_layout(c->weights, c->user_weights, const_cast<float*>(w), s);
+      s.wait();
+      const std::lock_guard lock(e.mutex);
+      weights = e.reordered.emplace(key, made).first->second;  // another thread's if it won
+    }
+  } else {
+    weights = in_layout(c->weights, c->user_weights, const_cast<float*>(w), s);
+  }
   memory user_dst(c->user_dst, engine(), y);
   memory dst = c->dst == c->user_dst ? user_dst : memory(c->dst, engine());
   std::unordered_map<int, memory> args{
@@ -150,9 +175,13 @@ bool float_conv_uses_onednn() { return true; }
 
 #else
 
+struct ConvWeightCache::Entries {};
+ConvWeightCache::ConvWeightCache() : entries(std::make_unique<Entries>()) {}
+ConvWeightCache::~ConvWeightCache() = default;
+
 void conv2d_float(const float* x, const float* w, const float* bias, float* y, std::int64_t batch,
                   std::int64_t channels, std::int64_t kernels, std::int64_t group,
-                  const WindowGeometry& g) {
+                  const WindowGeometry& g, ConvWeightCache*) {
   conv2d_float_direct(x, w, bias, y, batch, channels, kernels, group, g);
 }
 

@@ -82,6 +82,30 @@ TEST_P(FloatConv, IsBitIdenticalForEveryThreadCount) {
   EXPECT_EQ(one, two);
 }
 
+// Weights kept reordered in a ConvWeightCache give the uncached result bit for bit, on the
+// second call (served from the cache) too, and other weights at another address are not
+// mistaken for them.
+TEST_P(FloatConv, CachedWeightsGiveTheUncachedResult) {
+  const Case c = GetParam();
+  const WindowGeometry g = geometry(c);
+  const auto x = random_values(c.batch * c.channels * c.in_h * c.in_w, 6);
+  const std::size_t wn = c.kernels * (c.channels / c.group) * c.kernel_h * c.kernel_w;
+  const auto w1 = random_values(wn, 7), w2 = random_values(wn, 8);
+  const std::size_t out = c.batch * c.kernels * g.out_h * g.out_w;
+  ConvWeightCache cache;
+  for (const auto* w : {&w1, &w2}) {
+    std::vector<float> plain(out), first(out), again(out);
+    conv2d_float(x.data(), w->data(), nullptr, plain.data(), c.batch, c.channels, c.kernels,
+                 c.group, g);
+    conv2d_float(x.data(), w->data(), nullptr, first.data(), c.batch, c.channels, c.kernels,
+                 c.group, g, &cache);
+    conv2d_float(x.data(), w->data(), nullptr, again.data(), c.batch, c.channels, c.kernels,
+                 c.group, g, &cache);
+    EXPECT_EQ(first, plain);
+    EXPECT_EQ(again, plain);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Geometries, FloatConv,
     ::testing::Values(

@@ -117,7 +117,8 @@ Outputs conv(const ir::Node& node, const OpInputs& in) {
     if (ir::element_count(b->shape) != m)
       fail("B has {} values for {} kernels", ir::element_count(b->shape), m);
   }
-  conv2d_float(xp, wp, bias, out.as_mutable<float>(), n, c, m, group, g);
+  conv2d_float(xp, wp, bias, out.as_mutable<float>(), n, c, m, group, g,
+               in.constant.size() > 1 && in.constant[1] ? in.conv_weights : nullptr);
   return one(std::move(out));
 }
 

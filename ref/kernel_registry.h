@@ -13,9 +13,13 @@
 namespace npukit::ref {
 
 // A node's input values; nullptr for an omitted optional input.
+class ConvWeightCache;
+
 struct OpInputs {
   std::vector<const ir::Tensor*> tensors;
-  std::int64_t opset = 13;  // the graph's opset for the node's domain
+  std::vector<bool> constant;  // per input: a constant of the graph (not computed per run)
+  std::int64_t opset = 13;     // the graph's opset for the node's domain
+  ConvWeightCache* conv_weights = nullptr;  // RunOptions::conv_weights
 
   std::size_t size() const { return tensors.size(); }
   const ir::Tensor* optional(std::size_t i) const {
