@@ -215,31 +215,19 @@ struct GemmOperands {
 };
 // y[i * kGemmK + b * 8 + j] (+)= the sum over groups [g_begin, g_end) and taps for virtual output
 // q[i] (i < n) and output channel (kb + b) * 8 + j, b < blocks; accumulate = false starts at 0.
-using GemmTiles = void (*)(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
-                           const std::uint64_t* q, std::uint64_t n, std::uint64_t g_begin,
-                           std::uint64_t g_end, bool accumulate, std::int32_t* y);
+using GemmTilesFn = void(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
+                         const std::uint64_t* q, std::uint64_t n, std::uint64_t g_begin,
+                         std::uint64_t g_end, bool accumulate, std::int32_t* y);
+using GemmTiles = GemmTilesFn*;
 // Plain C++ (int16 pair products, or u8 x s8 quad products), and AVX2 (_mm256_madd_epi16, or
 // _mm256_maddubs_epi16 then _mm256_madd_epi16 by ones: exact for inputs 0..127, see PackedQuads).
-void gemm_pairs_scalar(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
-                       const std::uint64_t* q, std::uint64_t n, std::uint64_t g_begin,
-                       std::uint64_t g_end, bool accumulate, std::int32_t* y);
-void gemm_quads_scalar(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
-                       const std::uint64_t* q, std::uint64_t n, std::uint64_t g_begin,
-                       std::uint64_t g_end, bool accumulate, std::int32_t* y);
-void gemm_pairs_avx2(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
-                     const std::uint64_t* q, std::uint64_t n, std::uint64_t g_begin,
-                     std::uint64_t g_end, bool accumulate, std::int32_t* y);
-void gemm_quads_avx2(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
-                     const std::uint64_t* q, std::uint64_t n, std::uint64_t g_begin,
-                     std::uint64_t g_end, bool accumulate, std::int32_t* y);
+GemmTilesFn gemm_pairs_scalar, gemm_quads_scalar, gemm_pairs_avx2, gemm_quads_avx2;
 // The y rows of one work unit to output planes: out[k * out_stride + i] = y[i * kGemmK + k] for
 // k < k_count, i < n.
-using LanesOut = void (*)(const std::int32_t* y, std::uint64_t n, std::uint64_t k_count,
-                          std::int32_t* out, std::uint64_t out_stride);
-void lanes_out_scalar(const std::int32_t* y, std::uint64_t n, std::uint64_t k_count,
-                      std::int32_t* out, std::uint64_t out_stride);
-void lanes_out_avx2(const std::int32_t* y, std::uint64_t n, std::uint64_t k_count,
-                    std::int32_t* out, std::uint64_t out_stride);
+using LanesOutFn = void(const std::int32_t* y, std::uint64_t n, std::uint64_t k_count,
+                        std::int32_t* out, std::uint64_t out_stride);
+using LanesOut = LanesOutFn*;
+LanesOutFn lanes_out_scalar, lanes_out_avx2;
 // dense_conv in the GEMM form: on u8 quads with quad_tiles when it is given and every input is
 // 0..127 (checked by `interleave` while packing at stride 1, by inputs_nonnegative before it
 // otherwise), else on int16 pairs with pair_tiles; out transposes the results.
