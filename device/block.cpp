@@ -137,6 +137,16 @@ ActivationLayout ActivationLayout::for_arch(const isa::SaArch& arch, std::uint64
   return l;
 }
 
+#if defined(__SSE2__)
+// The byte order of each of four 32-bit lanes reversed (big-endian <-> host), SSE2 only: bytes
+// swapped within 16-bit halves, then the halves swapped.
+static __m128i bswap32x4(__m128i x) {
+  x = _mm_or_si128(_mm_slli_epi16(x, 8), _mm_srli_epi16(x, 8));
+  x = _mm_shufflelo_epi16(x, _MM_SHUFFLE(2, 3, 0, 1));
+  return _mm_shufflehi_epi16(x, _MM_SHUFFLE(2, 3, 0, 1));
+}
+#endif
+
 // Whether for_each_word's n is a whole word of 4 pixels (a compile-time 4).
 template <typename T>
 constexpr bool is_whole_word_of_4 = false;
@@ -261,18 +271,33 @@ void add_activation_int32(const LayerContext& ctx, Field addr_field, std::uint64
   read_words(ctx.dram, addr, layout.bytes() * 4, 32 * 4, "accumulant read",
              [&](std::uint64_t first, std::uint64_t end, const std::uint8_t* data) {
                const std::uint64_t base = first * 32;
-               for_each_word(layout.channels, pixels, layout.channel_group, layout.pixels_per_word,
-                             layout.padded_pixels(), first, end,
-                             [=](std::uint64_t c0, std::uint64_t cn, std::uint64_t p0,
-                                 std::uint64_t word, auto dkc, auto n) {
-                               for (std::uint64_t j = 0; j < cn; ++j) {
-                                 std::int32_t* d = dst + (c0 + j) * pixels + p0;
-                                 const std::uint8_t* b = data + (word - base + j * dkc) * 4;
-                                 for (std::uint64_t i = 0; i < n; ++i)
-                                   d[i] = static_cast<std::int32_t>(
-                                       static_cast<std::uint32_t>(d[i]) + load_be32(b + i * 4));
-                               }
-                             });
+               for_each_word(
+                   layout.channels, pixels, layout.channel_group, layout.pixels_per_word,
+                   layout.padded_pixels(), first, end,
+                   [=](std::uint64_t c0, std::uint64_t cn, std::uint64_t p0, std::uint64_t word,
+                       auto dkc, auto n) {
+#if defined(__SSE2__)
+                     // dk = 4 whole words (the 9,8,8 array): a channel's 4 big-endian
+                     // int32 are 16 contiguous bytes, added as one vector (the same
+                     // 32-bit wrapping adds).
+                     if constexpr (is_whole_word_of_4<decltype(n)>) {
+                       for (std::uint64_t j = 0; j < cn; ++j) {
+                         auto* d = reinterpret_cast<__m128i*>(dst + (c0 + j) * pixels + p0);
+                         const __m128i v = bswap32x4(_mm_loadu_si128(
+                             reinterpret_cast<const __m128i*>(data + (word - base + j * 4) * 4)));
+                         _mm_storeu_si128(d, _mm_add_epi32(_mm_loadu_si128(d), v));
+                       }
+                       return;
+                     }
+#endif
+                     for (std::uint64_t j = 0; j < cn; ++j) {
+                       std::int32_t* d = dst + (c0 + j) * pixels + p0;
+                       const std::uint8_t* b = data + (word - base + j * dkc) * 4;
+                       for (std::uint64_t i = 0; i < n; ++i)
+                         d[i] = static_cast<std::int32_t>(static_cast<std::uint32_t>(d[i]) +
+                                                          load_be32(b + i * 4));
+                     }
+                   });
              });
 }
 
@@ -572,6 +597,18 @@ std::uint64_t write_activation_output(LayerContext& ctx, const ActivationLayout&
                           std::uint8_t* w = dst + (word - base) * 4;  // locals, as above
                           const std::int32_t* in = src + c0 * pixels + p0;
                           const std::uint64_t stride = pixels;
+#if defined(__SSE2__)
+                          // dk = 4 whole words: a channel's 4 int32 to 16 contiguous bytes,
+                          // big-endian.
+                          if constexpr (is_whole_word_of_4<decltype(n)>) {
+                            for (std::uint64_t j = 0; j < cn; ++j)
+                              _mm_storeu_si128(
+                                  reinterpret_cast<__m128i*>(w + j * 16),
+                                  bswap32x4(_mm_loadu_si128(
+                                      reinterpret_cast<const __m128i*>(in + j * stride))));
+                            return;
+                          }
+#endif
                           for (std::uint64_t j = 0; j < cn; ++j)
                             for (std::uint64_t i = 0; i < n; ++i)
                               store_be32(w + (j * dkc + i) * 4,

@@ -202,7 +202,9 @@ TEST(Device, ActivationLayoutMatchesTheSpecFormula) {
 // place when the address keeps every word inside a page, and through a staging buffer otherwise:
 // both against ActivationLayout::offset (the 6.1 formula), for a tensor with padding channels and
 // pixels that crosses page boundaries, int8 and int32 (OpWidth 4), on every array; padding bytes
-// are written as 0 over old contents, and a never-written region reads as zeros.
+// are written as 0 over old contents, and a never-written region reads as zeros. 3 x 1001 pixels
+// give whole words and a partial last word per channel, so both the vector (9,8,8 int32) and the
+// element loops run.
 TEST(Device, ActivationLayoutInPlaceAndStagedMatchTheFormula) {
   for (const isa::SaArch& arch : isa::kSupportedArchs)
     for (const std::uint64_t width : {1u, 4u})
@@ -248,10 +250,13 @@ TEST(Device, ActivationLayoutInPlaceAndStagedMatchTheFormula) {
           EXPECT_TRUE(std::all_of(unwritten.begin(), unwritten.end(),
                                   [](std::int8_t v) { return v == 0; }));
         } else {
-          std::vector<std::int32_t> sums(values.size(), 1);
+          // Near INT32_MAX, so about half the adds wrap (the accumulant adder's 32-bit wrap).
+          const std::int32_t start = 0x7ffffff0;
+          std::vector<std::int32_t> sums(values.size(), start);
           add_activation_int32(ctx, isa::Field::OutputBlock_AccumulantAddr, addr, layout, sums);
           for (std::uint64_t i = 0; i < values.size(); ++i)
-            ASSERT_EQ(sums[i], static_cast<std::int32_t>(static_cast<std::uint32_t>(values[i]) + 1))
+            ASSERT_EQ(sums[i], static_cast<std::int32_t>(static_cast<std::uint32_t>(values[i]) +
+                                                         static_cast<std::uint32_t>(start)))
                 << i;
           std::vector<std::int32_t> same(values.size(), 7);
           add_activation_int32(ctx, isa::Field::OutputBlock_AccumulantAddr, 8 * Dram::kPageBytes,
