@@ -233,13 +233,19 @@ std::vector<std::int8_t> read_activation(const LayerContext& ctx, Field addr_fie
 
 void read_activation(const LayerContext& ctx, Field addr_field, std::uint64_t addr,
                      const ActivationLayout& layout, std::vector<std::int8_t>& planar) {
+  ctx.check_dram_range(addr_field, addr, layout.bytes());  // before the resize
+  planar.resize(layout.channels * layout.pixels);
+  read_activation(ctx, addr_field, addr, layout, planar.data());
+}
+
+void read_activation(const LayerContext& ctx, Field addr_field, std::uint64_t addr,
+                     const ActivationLayout& layout, std::int8_t* planar) {
   ctx.check_dram_range(addr_field, addr, layout.bytes());
   // Read in place from the DRAM pages (read_words), and the range was checked above with the
   // field's name, so no per-call allocation or message formatting (issue 13).
-  planar.resize(layout.channels * layout.pixels);
   const std::uint64_t cd = layout.channel_group, dk = layout.pixels_per_word;
   const std::uint64_t pp = layout.padded_pixels(), pixels = layout.pixels;
-  std::int8_t* dst = planar.data();
+  std::int8_t* dst = planar;
   // Pixel p is byte p % dk of word p / dk: dk consecutive pixels per word.
   read_words(ctx.dram, addr, layout.bytes(), 32, "activation read",
              [&](std::uint64_t first, std::uint64_t end, const std::uint8_t* data) {

@@ -192,6 +192,10 @@ std::vector<std::int8_t> read_activation(const LayerContext& ctx, isa::Field add
 // kept between layers and images so a run allocates nothing once the buffers have grown.
 void read_activation(const LayerContext& ctx, isa::Field addr_field, std::uint64_t addr,
                      const ActivationLayout& layout, std::vector<std::int8_t>& planar);
+// The same into planar[0, C * P), the caller's storage (a buffer that only grows: resizing a
+// vector zero-fills what it adds).
+void read_activation(const LayerContext& ctx, isa::Field addr_field, std::uint64_t addr,
+                     const ActivationLayout& layout, std::int8_t* planar);
 
 // Adds the big-endian int32 tensor in the 6.1 layout at addr (OpWidth 4: 4 * layout.bytes()
 // bytes) to planar [C][P] values with the accumulant adder's 32-bit wrap (AccumulantReadFirst).

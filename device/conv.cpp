@@ -46,6 +46,16 @@ template <typename T, typename Tag>
 std::vector<T>& reused() {
   return conv_kernels::thread_buffer<T, Tag>();
 }
+// Room for n elements in such a buffer, which only ever grows: std::vector::resize zero-fills
+// every element it adds even within the capacity, so resizing per layer would clear, after each
+// smaller layer, the memory a larger one is about to overwrite anyway. Users take data() and their
+// own n, never size(), and write every element they read.
+template <typename T, typename Tag>
+T* reused_room(std::uint64_t n) {
+  std::vector<T>& v = reused<T, Tag>();
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
 
 // About 15 minutes of simulation: a bound so a malformed program cannot keep the model busy for
 // days (resnet50's largest layer is ~0.1e9).
@@ -406,9 +416,8 @@ const MappedWeights& mapped_weights(const LayerContext& ctx, const ConvGeometry&
 // sums are equal (no order can overflow, see the top of this file). `partial` ([p * lanes + j],
 // or null) receives the sum over channel groups 0..citr-2 of output channel last_kern_first + j.
 void conv_dense(const ConvGeometry& g, const Mapping& map, const MappedWeights& weights,
-                const std::vector<std::int8_t>& planes, std::uint64_t plane_count,
-                std::int32_t* acc, std::int32_t* partial, std::uint64_t lanes,
-                std::uint64_t last_kern_first) {
+                const std::int8_t* planes, std::uint64_t plane_count, std::int32_t* acc,
+                std::int32_t* partial, std::uint64_t lanes, std::uint64_t last_kern_first) {
   // Summation order: the groups before the last (the snapshot), then the last, each padded with
   // a zero channel to an even length for the kernel's channel pairs.
   const std::int64_t last_group = static_cast<std::int64_t>(map.citr) - 1;
@@ -424,7 +433,7 @@ void conv_dense(const ConvGeometry& g, const Mapping& map, const MappedWeights& 
     if (dc.channels.size() % 2) dc.channels.push_back(-1);
     if (phase == 0) dc.split = dc.channels.size();
   }
-  dc.planes = planes.data();
+  dc.planes = planes;
   dc.plane_count = plane_count;
   dc.padded_h = g.padded_h, dc.padded_w = g.padded_w;
   dc.kh = g.kh, dc.kw = g.kw, dc.stride = g.stride;
@@ -433,9 +442,9 @@ void conv_dense(const ConvGeometry& g, const Mapping& map, const MappedWeights& 
   dc.packs = &weights.packs;
   dc.snapshot_from = partial ? last_kern_first : g.kn;
   const std::uint64_t pixels = g.oh * g.ow;
-  std::vector<std::int32_t>& snapshot = reused<std::int32_t, SnapshotTag>();
-  snapshot.resize(partial ? (g.kn - last_kern_first) * pixels : 0);
-  conv_kernels::dense_conv(dc, acc, partial ? snapshot.data() : nullptr);
+  std::int32_t* snapshot =
+      partial ? reused_room<std::int32_t, SnapshotTag>((g.kn - last_kern_first) * pixels) : nullptr;
+  conv_kernels::dense_conv(dc, acc, snapshot);
   if (partial)
     for (std::uint64_t j = 0; j < g.kn - last_kern_first; ++j)
       for (std::uint64_t p = 0; p < pixels; ++p) partial[p * lanes + j] = snapshot[j * pixels + p];
@@ -531,18 +540,17 @@ BlockTiming run_conv(LayerContext& ctx) {
                    weight_start, weight_end, ceil_mod(blob_bytes, 32), map.kitr, map.citr, rows,
                    cols, n_sa);
   ctx.check_dram_range(Field::CONV_WeightStartAddress, weight_start, blob_bytes);
-  std::vector<std::int8_t>& image = reused<std::int8_t, ImageTag>();
+  std::int8_t* image = reused_room<std::int8_t, ImageTag>(in_layout.channels * in_layout.pixels);
   read_activation(ctx, Field::CONV_ImageStartAddress, image_start, in_layout, image);
   const TailPipeline tail(ctx, g.kn);
 
   // Padded planes, one per input channel, with the row skips applied. Every byte is written
   // (image rows, or zeros for padding), so the reused buffer needs no clearing first.
   const std::uint64_t plane_size = g.padded_h * g.padded_w;
-  std::vector<std::int8_t>& planes = reused<std::int8_t, PlaneTag>();
-  planes.resize(in_channels_padded * plane_size);
+  std::int8_t* planes = reused_room<std::int8_t, PlaneTag>(in_channels_padded * plane_size);
   for (std::uint64_t c = 0; c < in_channels_padded; ++c) {
     for (std::uint64_t y = 0; y < g.padded_h; ++y) {
-      std::int8_t* row = planes.data() + c * plane_size + y * g.padded_w;
+      std::int8_t* row = planes + c * plane_size + y * g.padded_w;
       const std::int64_t src_y =
           static_cast<std::int64_t>(y + g.skip_top) - static_cast<std::int64_t>(g.pad_top);
       if (src_y < 0 || src_y >= static_cast<std::int64_t>(g.ih)) {
@@ -550,7 +558,7 @@ BlockTiming run_conv(LayerContext& ctx) {
         continue;
       }
       std::fill_n(row, g.pad_left, std::int8_t{0});
-      std::copy_n(image.data() + c * g.ih * g.iw + static_cast<std::uint64_t>(src_y) * g.iw, g.iw,
+      std::copy_n(image + c * g.ih * g.iw + static_cast<std::uint64_t>(src_y) * g.iw, g.iw,
                   row + g.pad_left);
       std::fill_n(row + g.pad_left + g.iw, g.pad_right, std::int8_t{0});
     }
@@ -571,11 +579,8 @@ BlockTiming run_conv(LayerContext& ctx) {
   // same int32 sums (exact, see the top of this file); there are no partial sums to snapshot,
   // a depthwise conv having one channel iteration.
   const bool lanes_path = !dense && weights.diagonal && map.citr == 1;
-  std::vector<std::int32_t>& acc = reused<std::int32_t, AccTag>();
-  if (dense || lanes_path)
-    acc.resize(g.kn * out_pixels);
-  else
-    acc.assign(g.kn * out_pixels, 0);
+  std::int32_t* const acc = reused_room<std::int32_t, AccTag>(g.kn * out_pixels);
+  if (!dense && !lanes_path) std::fill_n(acc, g.kn * out_pixels, 0);
   std::uint64_t read_bytes = blob_bytes + in_layout.bytes() * map.kitr;
   std::uint64_t write_bytes = 0;
   // Initial accumulants (kernel split: AccumulantReadFirst), int32 in the OpWidth-4 layout,
@@ -598,23 +603,23 @@ BlockTiming run_conv(LayerContext& ctx) {
 
   std::uint64_t macs = 0;
   if (dense)
-    conv_dense(g, map, weights, planes, in_channels_padded, acc.data(),
+    conv_dense(g, map, weights, planes, in_channels_padded, acc,
                dram_partials ? partial.data() : nullptr, lanes, last_kern_first);
   thread_local conv_kernels::PlaneSet reused_planes;  // reused, like the buffers above
   conv_kernels::PlaneSet& plane_set = reused_planes;  // what the parallel_for workers read
   if (lanes_path)
-    conv_kernels::depthwise_lanes({planes.data(), g.kn, g.padded_h, g.padded_w, g.kh, g.kw,
-                                   g.stride, weights.lane_taps.data()},
-                                  acc.data());
+    conv_kernels::depthwise_lanes(
+        {planes, g.kn, g.padded_h, g.padded_w, g.kh, g.kw, g.stride, weights.lane_taps.data()},
+        acc);
   const bool per_connection = !dense && !lanes_path;
   if (per_connection)
-    conv_kernels::pack_planes(planes.data(), in_channels_padded, g.padded_h, g.padded_w, g.kh, g.kw,
+    conv_kernels::pack_planes(planes, in_channels_padded, g.padded_h, g.padded_w, g.kh, g.kw,
                               g.stride, plane_set);
   // Output channels are independent (own acc row, own partial lane j): one per index.
   auto connect = [&](std::uint64_t k) {
     const std::vector<Connection>& list = connections[k];
     std::vector<std::int32_t>& own = reused<std::int32_t, OwnTag>();
-    std::int32_t* a = acc.data() + k * out_pixels;
+    std::int32_t* a = acc + k * out_pixels;
     const bool snapshot = dram_partials && k >= last_kern_first;
     for (const Connection& conn : list) {
       const bool before_last_group = snapshot && conn.chan_iter + 1 < map.citr;
@@ -638,7 +643,7 @@ BlockTiming run_conv(LayerContext& ctx) {
     parallel_for(connections.size(), std::ref(connect));  // std::ref: no allocation
   if (out.accumulant_read_first)
     add_activation_int32(ctx, Field::OutputBlock_AccumulantAddr, out.accumulant_addr, acc_layout,
-                         acc);
+                         std::span<std::int32_t>(acc, g.kn * out_pixels));
   // Useful MACs: every (output channel, tap, pixel) of the conv the instruction describes.
   macs = g.kn *
          (map.mode == ConvMode::kDepthwise || map.mode == ConvMode::kDepthwise16 ? 1 : g.ic) *
@@ -647,12 +652,13 @@ BlockTiming run_conv(LayerContext& ctx) {
   if (dram_partials) {
     const std::uint64_t region = std::uint64_t{out.image_dim_acc} * lanes * 4;
     ctx.check_dram_range(Field::OutputBlock_AccumulantAddr, out.accumulant_addr, region);
-    Bytes& bytes = reused<std::uint8_t, RawTag>();
-    bytes.assign(region, 0);
-    for (std::uint64_t p = 0; p < out_pixels; ++p)
-      for (std::uint64_t j = 0; j < lanes; ++j)
-        store_be32(&bytes[(p * lanes + j) * 4], static_cast<std::uint32_t>(partial[p * lanes + j]));
-    ctx.dram.write(out.accumulant_addr, bytes, "partial-sum write");  // range checked above
+    std::uint8_t* bytes = reused_room<std::uint8_t, RawTag>(region);
+    const std::uint64_t sums = out_pixels * lanes;  // then zeros up to ImageDimAcc pixels
+    for (std::uint64_t i = 0; i < sums; ++i)
+      store_be32(bytes + i * 4, static_cast<std::uint32_t>(partial[i]));
+    std::fill(bytes + sums * 4, bytes + region, std::uint8_t{0});
+    ctx.dram.write(out.accumulant_addr, ByteSpan(bytes, region),
+                   "partial-sum write");  // range checked above
     // Each channel iteration but the last writes the region; each but the first reads it back.
     const std::uint64_t trips = map.kitr * (map.citr > 0 ? map.citr - 1 : 0);
     write_bytes += region * std::max<std::uint64_t>(trips, 1);
@@ -661,13 +667,12 @@ BlockTiming run_conv(LayerContext& ctx) {
 
   // Tail pipeline and write-back.
   const std::uint64_t final_pixels = tail.output_pixels(out_pixels);
-  std::vector<std::int32_t>& result = reused<std::int32_t, ResultTag>();
-  result.resize(g.kn * final_pixels);
+  std::int32_t* const result = reused_room<std::int32_t, ResultTag>(g.kn * final_pixels);
   for (std::uint64_t k = 0; k < g.kn; ++k)
-    tail.run_channel(k, std::span<const std::int32_t>(acc.data() + k * out_pixels, out_pixels),
-                     std::span<std::int32_t>(result.data() + k * final_pixels, final_pixels));
+    tail.run_channel(k, std::span<const std::int32_t>(acc + k * out_pixels, out_pixels),
+                     std::span<std::int32_t>(result + k * final_pixels, final_pixels));
   const ActivationLayout out_layout = ActivationLayout::for_arch(arch, g.kn, final_pixels);
-  write_bytes += write_activation_output(ctx, out_layout, result);
+  write_bytes += write_activation_output(ctx, out_layout, std::span(result, g.kn * final_pixels));
   if (tail.config().bias_en) read_bytes += tail.config().bias_end - tail.config().bias_start;
 
   // Timing (docs/device.md): per fold (kernel iteration x channel iteration) the im2col engine
