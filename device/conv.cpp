@@ -545,10 +545,14 @@ BlockTiming run_conv(LayerContext& ctx) {
   const TailPipeline tail(ctx, g.kn);
 
   // Padded planes, one per input channel, with the row skips applied. Every byte is written
-  // (image rows, or zeros for padding), so the reused buffer needs no clearing first.
+  // (image rows, or zeros for padding), so the reused buffer needs no clearing first. Without
+  // padding or row skips (1x1 convs, most of resnet50's) the planes are the image as read.
   const std::uint64_t plane_size = g.padded_h * g.padded_w;
-  std::int8_t* planes = reused_room<std::int8_t, PlaneTag>(in_channels_padded * plane_size);
-  for (std::uint64_t c = 0; c < in_channels_padded; ++c) {
+  const bool unpadded = g.pad_left == 0 && g.pad_right == 0 && g.pad_top == 0 &&
+                        g.pad_bottom == 0 && g.skip_top == 0 && g.skip_bottom == 0;
+  std::int8_t* const planes =
+      unpadded ? image : reused_room<std::int8_t, PlaneTag>(in_channels_padded * plane_size);
+  for (std::uint64_t c = 0; c < in_channels_padded && !unpadded; ++c) {
     for (std::uint64_t y = 0; y < g.padded_h; ++y) {
       std::int8_t* row = planes + c * plane_size + y * g.padded_w;
       const std::int64_t src_y =
