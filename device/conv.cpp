@@ -671,10 +671,17 @@ BlockTiming run_conv(LayerContext& ctx) {
 
   // Tail pipeline and write-back.
   const std::uint64_t final_pixels = tail.output_pixels(out_pixels);
-  std::int32_t* const result = reused_room<std::int32_t, ResultTag>(g.kn * final_pixels);
-  for (std::uint64_t k = 0; k < g.kn; ++k)
-    tail.run_channel(k, std::span<const std::int32_t>(acc + k * out_pixels, out_pixels),
-                     std::span<std::int32_t>(result + k * final_pixels, final_pixels));
+  // A tail with every stage off passes the int32 sums through unchanged (the partial sums of a
+  // kernel split into row-band pieces, OpWidth 4): they are written from acc, not copied first.
+  const TailConfig& tc = tail.config();
+  const bool pass_through = !tc.bias_en && !tc.quant_en && !tc.act_en && !tc.gbl_pool_en;
+  std::int32_t* result = acc;
+  if (!pass_through) {
+    result = reused_room<std::int32_t, ResultTag>(g.kn * final_pixels);
+    for (std::uint64_t k = 0; k < g.kn; ++k)
+      tail.run_channel(k, std::span<const std::int32_t>(acc + k * out_pixels, out_pixels),
+                       std::span<std::int32_t>(result + k * final_pixels, final_pixels));
+  }
   const ActivationLayout out_layout = ActivationLayout::for_arch(arch, g.kn, final_pixels);
   write_bytes += write_activation_output(ctx, out_layout, std::span(result, g.kn * final_pixels));
   if (tail.config().bias_en) read_bytes += tail.config().bias_end - tail.config().bias_start;
