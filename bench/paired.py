@@ -68,26 +68,9 @@ def npy_rows(path):
     return int(shape.split(",")[0])
 
 
-def npy_head(path, n, out):
-    """Writes the first n entries along axis 0 of a .npy file (C order) to out."""
-    with open(path, "rb") as f:
-        magic = f.read(8)
-        wide = magic[6] != 1
-        size = struct.unpack("<I" if wide else "<H", f.read(4 if wide else 2))[0]
-        header = f.read(size).decode("latin1")
-        body = f.read()
-    rows = npy_rows(path)
-    shape = header.split("'shape':")[1].split(")")[0].strip(" (")
-    rest = shape.split(",", 1)[1] if "," in shape else ""
-    new = header.replace("'shape': (" + shape + ")", "'shape': (%d,%s)" % (n, rest)).rstrip("\n ")
-    new += " " * (63 - (10 + len(new)) % 64) + "\n"
-    with open(out, "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(new)) + new.encode("latin1"))
-        f.write(body[: len(body) // rows * n])
-
-
-def npy_cycle(path, n, out):
-    """Writes n entries along axis 0: those of the .npy at path repeated cyclically (C order)."""
+def npy_rows_to(path, n, out):
+    """Writes n entries along axis 0 to out: those of the .npy at path, repeated cyclically when
+    n is more than it holds (C order)."""
     with open(path, "rb") as f:
         magic = f.read(8)
         wide = magic[6] != 1
@@ -152,7 +135,7 @@ def main():
     # them, so process start-up, model loading and compiling are left out as onnxruntime's
     # session creation is.
     half = calib_n // 2
-    npy_head(src("calib.npy"), half, f("calib_half.npy"))
+    npy_rows_to(src("calib.npy"), half, f("calib_half.npy"))
     if a.eval_only and not os.path.exists(f("int8.onnx")):
         timed([a.npukit, "quantize", src("float.onnx"), "--calib", src("calib.npy"), "-o",
                f("int8.onnx"), "-q", "--threads", "1"])
@@ -172,7 +155,7 @@ def main():
                         "make_uint8_variant.py"), f("int8.onnx"), f("uint8.onnx")], check=True,
                        capture_output=True)
     n = a.images
-    npy_cycle(src("test.npy"), n, f(f"test_{n}.npy"))
+    npy_rows_to(src("test.npy"), n, f(f"test_{n}.npy"))
     write_labels(f("labels.npy"), n)
     images = f(f"test_{n}.npy")
     for t in [int(x) for x in a.threads.split(",")]:
