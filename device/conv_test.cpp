@@ -465,8 +465,11 @@ TEST(Conv, ChainedLayersFeedEachOther) {
     EXPECT_EQ(diag.has_erratum(Erratum::kOddKernelItr9x4x4), arch == isa::kArch9x4x4) << arch.str();
     EXPECT_EQ(diag.has_erratum(Erratum::kIncomplete16x1x16), arch == isa::kArch16x1x16)
         << arch.str();
-    for (const Warning& w : diag.warnings())
-      if (!w.erratum.empty()) EXPECT_EQ(w.layer, 2) << w.text();
+    for (const Warning& w : diag.warnings()) {
+      if (!w.erratum.empty()) {
+        EXPECT_EQ(w.layer, 2) << w.text();
+      }
+    }
   }
 }
 
