@@ -310,7 +310,9 @@ void add_activation_int32(const LayerContext& ctx, Field addr_field, std::uint64
 // ---------------------------------------------------------------------------------------------
 // Tail pipeline
 
-std::int64_t round_shift(std::int64_t v, int shift) {
+// The per-value definitions, inlined into the scalar loops below (out of line, the call cost
+// more than the arithmetic).
+static inline std::int64_t round_shift_inline(std::int64_t v, int shift) {
   if (shift <= 0) return v;
   return (v + (std::int64_t{1} << (shift - 1))) >> shift;
 }
@@ -319,10 +321,17 @@ static std::int32_t clamp_int8(std::int64_t v) {
   return static_cast<std::int32_t>(std::clamp<std::int64_t>(v, -128, 127));
 }
 
-std::int32_t quantize(std::int32_t acc, std::int32_t scale, int shift, int fp_cast_shift) {
-  std::int64_t q = round_shift(std::int64_t{acc} * scale, shift);
-  q = round_shift(q, fp_cast_shift);
+static inline std::int32_t quantize_inline(std::int32_t acc, std::int32_t scale, int shift,
+                                           int fp_cast_shift) {
+  std::int64_t q = round_shift_inline(std::int64_t{acc} * scale, shift);
+  q = round_shift_inline(q, fp_cast_shift);
   return clamp_int8(q);
+}
+
+std::int64_t round_shift(std::int64_t v, int shift) { return round_shift_inline(v, shift); }
+
+std::int32_t quantize(std::int32_t acc, std::int32_t scale, int shift, int fp_cast_shift) {
+  return quantize_inline(acc, scale, shift, fp_cast_shift);
 }
 
 // 32-bit wrapping add, as the RTL's 32-bit adders do.
@@ -414,7 +423,7 @@ TailPipeline::~TailPipeline() {
 std::int32_t TailPipeline::apply(std::int32_t acc, std::uint64_t channel) const {
   std::int32_t v = acc;
   if (cfg_.bias_en) v = add_wrap(v, bias_[channel]);
-  if (cfg_.quant_en) v = quantize(v, cfg_.quant_scale, cfg_.quant_shift, fp_cast_shift_);
+  if (cfg_.quant_en) v = quantize_inline(v, cfg_.quant_scale, cfg_.quant_shift, fp_cast_shift_);
   if (cfg_.act_en) {
     switch (cfg_.act_type) {
       case 0:  // ReLU
@@ -436,58 +445,58 @@ std::int32_t TailPipeline::apply(std::int32_t acc, std::uint64_t channel) const 
 }
 
 void quantize_span(const std::int32_t* acc, std::int32_t* out, std::uint64_t n, std::int32_t bias,
-                   std::int32_t scale, int shift, int act, std::int32_t clip, Isa isa) {
-  if (shift <= 62 && cpu::path_allowed(cpu::resolve(isa, "quantize_span"), Isa::kAvx2))
-    return detail::quantize_span_avx2(acc, out, n, bias, scale, shift, act, clip);
-  for (std::uint64_t i = 0; i < n; ++i) {
-    std::int32_t v = quantize(add_wrap(acc[i], bias), scale, shift, 0);
-    if (act == 0) v = std::max(v, 0);
-    if (act == 1) v = std::clamp(v, 0, clip);
-    out[i] = v;
-  }
+                   std::int32_t scale, int shift, int fp_cast_shift, int act, std::int32_t clip,
+                   Isa isa) {
+  if (shift >= 0 && fp_cast_shift >= 0 && shift + fp_cast_shift <= 62 &&
+      cpu::path_allowed(cpu::resolve(isa, "quantize_span"), Isa::kAvx2))
+    return detail::quantize_span_avx2(acc, out, n, bias, scale, shift, fp_cast_shift, act, clip);
+  // One loop per activation, so the loop body has no branch on the configuration.
+  auto run = [&](auto activate) {
+    for (std::uint64_t i = 0; i < n; ++i)
+      out[i] = activate(quantize_inline(add_wrap(acc[i], bias), scale, shift, fp_cast_shift));
+  };
+  if (act == 0)
+    run([](std::int32_t v) { return std::max(v, 0); });
+  else if (act == 1)
+    run([clip](std::int32_t v) { return std::clamp(v, 0, clip); });
+  else
+    run([](std::int32_t v) { return v; });
+}
+
+void bias_span(const std::int32_t* acc, std::int32_t* out, std::uint64_t n, std::int32_t bias,
+               Isa isa) {
+  if (cpu::path_allowed(cpu::resolve(isa, "bias_span"), Isa::kAvx2))
+    return detail::bias_span_avx2(acc, out, n, bias);
+  for (std::uint64_t i = 0; i < n; ++i) out[i] = add_wrap(acc[i], bias);
+}
+
+void TailPipeline::values(std::uint64_t channel, std::span<const std::int32_t> acc,
+                          std::span<std::int32_t> out) const {
+  const int act = !cfg_.act_en ? -1 : cfg_.act_type;
+  const std::int32_t bias = cfg_.bias_en ? bias_[channel] : 0;
+  if (cfg_.quant_en && act <= 1 && cfg_.act_param >= 0)
+    return quantize_span(acc.data(), out.data(), acc.size(), bias, cfg_.quant_scale,
+                         cfg_.quant_shift, fp_cast_shift_, act, cfg_.act_param);
+  if (act == -1)  // int32 pass-through (kernel-split partial sums, OpWidth 4): the bias add alone
+    return bias_span(acc.data(), out.data(), acc.size(), bias);
+  // LeakyReLU, or an activation on unquantized int32 values: apply() value by value.
+  for (std::size_t p = 0; p < acc.size(); ++p) out[p] = apply(acc[p], channel);
 }
 
 void TailPipeline::run_channel(std::uint64_t channel, std::span<const std::int32_t> acc,
                                std::span<std::int32_t> out) const {
-  const int act = !cfg_.act_en ? -1 : cfg_.act_type;
-  if (!cfg_.gbl_pool_en && cfg_.quant_en && fp_cast_shift_ == 0 && act <= 1 &&
-      cfg_.act_param >= 0) {
-    quantize_span(acc.data(), out.data(), acc.size(), cfg_.bias_en ? bias_[channel] : 0,
-                  cfg_.quant_scale, cfg_.quant_shift, act, cfg_.act_param);
-    return;
-  }
-  if (!cfg_.gbl_pool_en && !cfg_.quant_en && !cfg_.act_en) {
-    // int32 pass-through (kernel-split partial sums, OpWidth 4): apply() is the bias add alone.
-    const std::uint32_t bias = cfg_.bias_en ? static_cast<std::uint32_t>(bias_[channel]) : 0;
-    for (std::size_t p = 0; p < acc.size(); ++p)
-      out[p] = static_cast<std::int32_t>(static_cast<std::uint32_t>(acc[p]) + bias);
-    return;
-  }
-  if (!cfg_.gbl_pool_en && cfg_.quant_en && act <= 1 && cfg_.act_param >= 0) {
-    // EltWise's fp_cast shift: apply()'s arithmetic with the configuration hoisted out of the
-    // loop (the same quantize(), then ReLU or Clip).
-    const std::int32_t bias = cfg_.bias_en ? bias_[channel] : 0;
-    for (std::size_t p = 0; p < acc.size(); ++p) {
-      std::int32_t v =
-          quantize(add_wrap(acc[p], bias), cfg_.quant_scale, cfg_.quant_shift, fp_cast_shift_);
-      if (act == 0) v = std::max(v, 0);
-      if (act == 1) v = std::clamp(v, 0, cfg_.act_param);
-      out[p] = v;
-    }
-    return;
-  }
-  if (!cfg_.gbl_pool_en) {
-    for (std::size_t p = 0; p < acc.size(); ++p) out[p] = apply(acc[p], channel);
-    return;
-  }
+  if (!cfg_.gbl_pool_en) return values(channel, acc, out.first(acc.size()));
+  thread_local std::vector<std::int32_t> scratch;  // kept between calls: no allocation per call
+  scratch.resize(acc.size());
+  values(channel, acc, scratch);
   std::int64_t sum = 0;  // <= 2^20 pixels of int32: no overflow
-  for (std::int32_t a : acc) sum += apply(a, channel);
+  for (std::int32_t v : scratch) sum += v;
   // sum * 16-bit scale can exceed 64 bits only for int32 (QuantEn = 0) inputs; saturate there.
   const __int128 product = static_cast<__int128>(sum) * cfg_.gbl_pool_scale;
   const __int128 limit = static_cast<__int128>(1) << 62;
   const std::int64_t clipped =
       static_cast<std::int64_t>(product > limit ? limit : (product < -limit ? -limit : product));
-  std::int64_t avg = round_shift(clipped, cfg_.gbl_pool_shift);
+  std::int64_t avg = round_shift_inline(clipped, cfg_.gbl_pool_shift);
   out[0] = cfg_.quant_en ? clamp_int8(avg)
                          : static_cast<std::int32_t>(std::clamp<std::int64_t>(
                                avg, std::numeric_limits<std::int32_t>::min(),

@@ -252,11 +252,17 @@ class TailPipeline {
 
   // Bias, quantizer and activation for one value of channel k.
   std::int32_t apply(std::int32_t acc, std::uint64_t channel) const;
-  // A whole channel: acc has P values; out gets output_pixels(P) values.
+  // A whole channel: acc has P values; out gets output_pixels(P) values. The configuration is
+  // resolved once per call, not per value: ReLU / Clip / none after the quantizer run as
+  // quantize_span, the int32 pass-through as bias_span, LeakyReLU and QuantEn = 0 with an
+  // activation value by value.
   void run_channel(std::uint64_t channel, std::span<const std::int32_t> acc,
                    std::span<std::int32_t> out) const;
 
  private:
+  // Bias, quantizer and activation of a whole channel (no global pool): out.size() == acc.size().
+  void values(std::uint64_t channel, std::span<const std::int32_t> acc,
+              std::span<std::int32_t> out) const;
   static std::vector<std::int32_t>& spare_bias();
   TailConfig cfg_;
   int fp_cast_shift_;
@@ -269,15 +275,22 @@ std::int32_t quantize(std::int32_t acc, std::int32_t scale, int shift, int fp_ca
 std::int64_t round_shift(std::int64_t v, int shift);
 
 // The tail's common case on n values of one channel, apply()'s arithmetic exactly: v = acc +
-// bias (32-bit wrap), quantize(v, scale, shift, 0), then act -1 none, 0 ReLU, 1 Clip to
-// 0..clip (clip >= 0). Paths (common/cpu.h): scalar, and AVX2 for shift <= 62.
+// bias (32-bit wrap), quantize(v, scale, shift, fp_cast_shift), then act -1 none, 0 ReLU, 1 Clip
+// to 0..clip (clip >= 0). Paths (common/cpu.h): scalar, and AVX2 for shift + fp_cast_shift <= 62
+// (the two rounding shifts fold into one, see block_avx2.cpp).
 void quantize_span(const std::int32_t* acc, std::int32_t* out, std::uint64_t n, std::int32_t bias,
-                   std::int32_t scale, int shift, int act, std::int32_t clip, Isa isa = Isa::kAuto);
+                   std::int32_t scale, int shift, int fp_cast_shift, int act, std::int32_t clip,
+                   Isa isa = Isa::kAuto);
+// The tail with QuantEn = 0 and ActEn = 0 (int32 partial sums, OpWidth 4): out = acc + bias with
+// the 32-bit wrap. out may equal acc. Paths: scalar, AVX2.
+void bias_span(const std::int32_t* acc, std::int32_t* out, std::uint64_t n, std::int32_t bias,
+               Isa isa = Isa::kAuto);
 namespace detail {
 void quantize_span_avx2(const std::int32_t* acc, std::int32_t* out, std::uint64_t n,
-                        std::int32_t bias, std::int32_t scale, int shift, int act,
-                        std::int32_t clip);
-}
+                        std::int32_t bias, std::int32_t scale, int shift, int fp_cast_shift,
+                        int act, std::int32_t clip);
+void bias_span_avx2(const std::int32_t* acc, std::int32_t* out, std::uint64_t n, std::int32_t bias);
+}  // namespace detail
 
 // ---------------------------------------------------------------------------------------------
 // OutputBlock write-back.
