@@ -35,35 +35,80 @@ int eltwise_fp_cast_shift(EltType type) {
   return type == EltType::kSigmoid || type == EltType::kTanh ? 16 : 10;
 }
 
-std::int32_t eltwise_lane(const EltwiseLaneParams& p, std::int8_t a, std::int8_t b) {
-  // |operand| <= 255 and |scale| < 2^17, so L and R fit in 26 bits; 64-bit covers L * R.
+namespace {
+
+// The lane arithmetic of one operation (eltwise_lane's switch resolved by the caller).
+// |operand| <= 255 and |scale| < 2^17, so L and R fit in 26 bits; 64-bit covers L * R.
+template <EltType kType>
+std::int32_t lane_of(const EltwiseLaneParams& p, std::int8_t a, std::int8_t b) {
   const std::int64_t left = std::int64_t{a - p.a_zero} * p.a_scale;
   const std::int64_t right = std::int64_t{b - p.b_zero} * p.b_scale;
   std::int64_t result = 0;
-  switch (p.type) {
-    case EltType::kAdd:
-      result = left + right;
-      break;
-    case EltType::kSub:
-      result = left - right;
-      break;
-    case EltType::kMult:
-      result = (left * right + (std::int64_t{1} << 9)) >> 10;
-      break;
-    case EltType::kSigmoid:
-      result = sigmoid_q16(static_cast<std::int32_t>(left));
-      break;
-    case EltType::kTanh:
-      result = tanh_q16(static_cast<std::int32_t>(left));
-      break;
-  }
+  if constexpr (kType == EltType::kAdd) result = left + right;
+  if constexpr (kType == EltType::kSub) result = left - right;
+  if constexpr (kType == EltType::kMult) result = (left * right + (std::int64_t{1} << 9)) >> 10;
+  if constexpr (kType == EltType::kSigmoid) result = sigmoid_q16(static_cast<std::int32_t>(left));
+  if constexpr (kType == EltType::kTanh) result = tanh_q16(static_cast<std::int32_t>(left));
   // The lane's output bus is 32 bits wide: keep the low 32 bits (two's complement).
   return static_cast<std::int32_t>(static_cast<std::uint32_t>(static_cast<std::uint64_t>(result)));
 }
 
-bool eltwise_zero_point_wraps(std::int8_t x, std::int32_t zero) {
+inline bool wraps(std::int8_t x, std::int32_t zero) {
   const int d = x - zero;
   return d < -128 || d > 127;
+}
+
+template <EltType kType>
+std::uint64_t span_of(const EltwiseLaneParams& p, const std::int8_t* a, const std::int8_t* b,
+                      std::int32_t* out, std::uint64_t n) {
+  constexpr bool kUnary = kType == EltType::kSigmoid || kType == EltType::kTanh;
+  std::uint64_t wrapped = 0;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const std::int8_t y = kUnary ? std::int8_t{0} : b[i];
+    wrapped += wraps(a[i], p.a_zero) || (!kUnary && wraps(y, p.b_zero));
+    out[i] = lane_of<kType>(p, a[i], y);
+  }
+  return wrapped;
+}
+
+}  // namespace
+
+std::int32_t eltwise_lane(const EltwiseLaneParams& p, std::int8_t a, std::int8_t b) {
+  switch (p.type) {
+    case EltType::kAdd:
+      return lane_of<EltType::kAdd>(p, a, b);
+    case EltType::kSub:
+      return lane_of<EltType::kSub>(p, a, b);
+    case EltType::kMult:
+      return lane_of<EltType::kMult>(p, a, b);
+    case EltType::kSigmoid:
+      return lane_of<EltType::kSigmoid>(p, a, b);
+    case EltType::kTanh:
+      return lane_of<EltType::kTanh>(p, a, b);
+  }
+  return 0;
+}
+
+bool eltwise_zero_point_wraps(std::int8_t x, std::int32_t zero) { return wraps(x, zero); }
+
+std::uint64_t eltwise_span(const EltwiseLaneParams& p, const std::int8_t* a, const std::int8_t* b,
+                           std::int32_t* out, std::uint64_t n, Isa isa) {
+  const bool unary = p.type == EltType::kSigmoid || p.type == EltType::kTanh;
+  if (!unary && cpu::path_allowed(cpu::resolve(isa, "eltwise_span"), Isa::kAvx2))
+    return detail::eltwise_span_avx2(p, a, b, out, n);
+  switch (p.type) {
+    case EltType::kAdd:
+      return span_of<EltType::kAdd>(p, a, b, out, n);
+    case EltType::kSub:
+      return span_of<EltType::kSub>(p, a, b, out, n);
+    case EltType::kMult:
+      return span_of<EltType::kMult>(p, a, b, out, n);
+    case EltType::kSigmoid:
+      return span_of<EltType::kSigmoid>(p, a, b, out, n);
+    case EltType::kTanh:
+      return span_of<EltType::kTanh>(p, a, b, out, n);
+  }
+  return 0;
 }
 
 }  // namespace npukit::device
@@ -154,15 +199,16 @@ BlockTiming run_eltwise(LayerContext& ctx) {
   const std::uint64_t left_addr =
       check_input_region(ctx, Field::EltWise_LeftOperandStartAddress,
                          Field::EltWise_LeftOperandEndAddress, layout.bytes());
-  const std::vector<std::int8_t> left =
-      read_activation(ctx, Field::EltWise_LeftOperandStartAddress, left_addr, layout);
+  // Buffers kept between layers and images (no allocation once they have grown).
+  thread_local std::vector<std::int8_t> left, right;
+  thread_local std::vector<std::int32_t> lanes, out;
+  read_activation(ctx, Field::EltWise_LeftOperandStartAddress, left_addr, layout, left);
   // Sigmoid and tanh ignore the right operand; it is neither checked nor read.
-  std::vector<std::int8_t> right;
   if (!unary) {
     const std::uint64_t right_addr =
         check_input_region(ctx, Field::EltWise_RightOperandStartAddress,
                            Field::EltWise_RightOperandEndAddress, layout.bytes());
-    right = read_activation(ctx, Field::EltWise_RightOperandStartAddress, right_addr, layout);
+    read_activation(ctx, Field::EltWise_RightOperandStartAddress, right_addr, layout, right);
   }
 
   const TailPipeline tail(ctx, ic, eltwise_fp_cast_shift(lane.type));
@@ -177,17 +223,12 @@ BlockTiming run_eltwise(LayerContext& ctx) {
   check_output_fits(
       ctx, out_layout.bytes() *
                std::max<std::uint64_t>(1, ctx.require_output().get(Field::OutputBlock_OpWidth)));
-  std::vector<std::int32_t> lanes(pixels);
-  std::vector<std::int32_t> out(ic * out_pixels);
+  lanes.resize(pixels);
+  out.resize(ic * out_pixels);
   std::uint64_t wrapped = 0;
   for (std::uint64_t c = 0; c < ic; ++c) {
-    for (std::uint64_t p = 0; p < pixels; ++p) {
-      const std::int8_t a = left[c * pixels + p];
-      const std::int8_t b = unary ? std::int8_t{0} : right[c * pixels + p];
-      wrapped += eltwise_zero_point_wraps(a, lane.a_zero) ||
-                 (!unary && eltwise_zero_point_wraps(b, lane.b_zero));
-      lanes[p] = eltwise_lane(lane, a, b);
-    }
+    wrapped += eltwise_span(lane, left.data() + c * pixels,
+                            unary ? nullptr : right.data() + c * pixels, lanes.data(), pixels);
     tail.run_channel(c, lanes, std::span<std::int32_t>(out).subspan(c * out_pixels, out_pixels));
   }
   if (wrapped)

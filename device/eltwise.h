@@ -41,6 +41,17 @@ std::int32_t eltwise_lane(const EltwiseLaneParams& p, std::int8_t a, std::int8_t
 // and would wrap there. We compute the intended value and warn (DECISIONS.md 18).
 bool eltwise_zero_point_wraps(std::int8_t x, std::int32_t zero);
 
+// n lanes at once: out[i] = eltwise_lane(p, a[i], b[i]); b is not read for sigmoid / tanh (it may
+// be null). Returns how many elements have eltwise_zero_point_wraps(a[i], a_zero) or (add, sub,
+// mult) eltwise_zero_point_wraps(b[i], b_zero). Paths (common/cpu.h): scalar, and AVX2 for add,
+// sub and mult (sigmoid and tanh run the engine value by value on every path).
+std::uint64_t eltwise_span(const EltwiseLaneParams& p, const std::int8_t* a, const std::int8_t* b,
+                           std::int32_t* out, std::uint64_t n, Isa isa = Isa::kAuto);
+namespace detail {
+std::uint64_t eltwise_span_avx2(const EltwiseLaneParams& p, const std::int8_t* a,
+                                const std::int8_t* b, std::int32_t* out, std::uint64_t n);
+}
+
 // Registers run_eltwise with the block registry (block.h).
 #define NPUKIT_DEVICE_RUN_ELTWISE 1
 

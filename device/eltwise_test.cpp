@@ -246,6 +246,58 @@ std::int64_t ref_lane(const EltCase& k, int a, int b) {
   }
 }
 
+// eltwise_span on every path the CPU has against ref_lane and a wrap count written here, on
+// random operands, extreme scales (the signed 18-bit ends), zero points that make operands
+// leave int8, and lengths around the 8-lane blocks.
+TEST(EltwiseSpan, EveryPathEqualsThePlainLanes) {
+  std::vector<Isa> paths = {Isa::kScalar};
+  for (Isa isa : cpu::kAllIsas)
+    if (isa != Isa::kScalar && cpu::supports(isa)) paths.push_back(isa);
+  std::mt19937 rng(13);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  auto scale = [&] {
+    switch (pick(0, 3)) {
+      case 0:
+        return pick(0, 1) ? -131072 : 131071;
+      case 1:
+        return pick(-131072, 131071);
+      default:
+        return pick(-3000, 3000);
+    }
+  };
+  for (int trial = 0; trial < 600; ++trial) {
+    const EltCase k{trial % 5,
+                    scale(),
+                    scale(),
+                    pick(0, 2) ? 0 : pick(-128, 127),
+                    pick(0, 2) ? 0 : pick(-128, 127),
+                    1,
+                    0};
+    const auto n = static_cast<std::size_t>(pick(0, 70));
+    std::vector<std::int8_t> a(n), b(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      a[i] = static_cast<std::int8_t>(pick(0, 4) ? pick(-128, 127) : (pick(0, 1) ? -128 : 127));
+      b[i] = static_cast<std::int8_t>(pick(0, 4) ? pick(-128, 127) : (pick(0, 1) ? -128 : 127));
+    }
+    std::vector<std::int32_t> want(n);
+    std::uint64_t want_wrapped = 0;
+    auto leaves_int8 = [](int x, int zero) { return x - zero < -128 || x - zero > 127; };
+    for (std::size_t i = 0; i < n; ++i) {
+      want[i] = static_cast<std::int32_t>(ref_lane(k, a[i], b[i]));
+      want_wrapped += leaves_int8(a[i], k.a_zero) || (k.type < 3 && leaves_int8(b[i], k.b_zero));
+    }
+    const EltwiseLaneParams p{static_cast<EltType>(k.type), k.a_scale, k.b_scale, k.a_zero,
+                              k.b_zero};
+    for (Isa isa : paths) {
+      std::vector<std::int32_t> got(n, 999);
+      const std::uint64_t wrapped =
+          eltwise_span(p, a.data(), k.type < 3 ? b.data() : nullptr, got.data(), n, isa);
+      ASSERT_EQ(got, want) << cpu::name(isa) << " trial " << trial << " type " << k.type;
+      ASSERT_EQ(wrapped, want_wrapped) << cpu::name(isa) << " trial " << trial;
+    }
+  }
+}
+
 void run_eltwise_case(const isa::SaArch& arch, const EltCase& k, std::size_t c, std::size_t h,
                       std::size_t w, unsigned seed) {
   const std::size_t pixels = h * w;

@@ -1,0 +1,92 @@
+// AVX2 path of eltwise_span (device/eltwise.h) for add, sub and mult: 8 lanes at a time, the
+// same integers as eltwise_lane(). The operands minus their zero points (|d| <= 255) times the
+// signed 18-bit scales fit in 26 bits, so L and R are exact 32-bit products (_mm256_mullo_epi32)
+// and L +- R fits in 32 bits. For mult, L * R (|.| < 2^50) is formed in 64-bit lanes with
+// _mm256_mul_epi32 (even and odd lanes separately); the output bus keeps the low 32 bits of
+// (L * R + 2^9) >> 10, which are bits 10..41 of the sum, the same for a logical shift (AVX2 has
+// no 64-bit arithmetic one). Zero-point wraps (d outside int8) are counted from the same d.
+#include "device/eltwise.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace npukit::device::detail {
+
+#if defined(__x86_64__) || defined(__i386__)
+
+namespace {
+
+template <isa::EltType kType>
+__attribute__((target("avx2"))) std::uint64_t span_blocks(const EltwiseLaneParams& p,
+                                                          const std::int8_t* a,
+                                                          const std::int8_t* b, std::int32_t* out,
+                                                          std::uint64_t n, std::uint64_t& wrapped) {
+  const __m256i a_zero = _mm256_set1_epi32(p.a_zero), b_zero = _mm256_set1_epi32(p.b_zero);
+  const __m256i a_scale = _mm256_set1_epi32(p.a_scale), b_scale = _mm256_set1_epi32(p.b_scale);
+  const __m256i hi = _mm256_set1_epi32(127), lo = _mm256_set1_epi32(-128);
+  const __m256i round = _mm256_set1_epi64x(std::int64_t{1} << 9);
+  std::uint64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i da = _mm256_sub_epi32(
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a + i))), a_zero);
+    const __m256i db = _mm256_sub_epi32(
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + i))), b_zero);
+    const __m256i outside =
+        _mm256_or_si256(_mm256_or_si256(_mm256_cmpgt_epi32(da, hi), _mm256_cmpgt_epi32(lo, da)),
+                        _mm256_or_si256(_mm256_cmpgt_epi32(db, hi), _mm256_cmpgt_epi32(lo, db)));
+    wrapped += static_cast<std::uint64_t>(__builtin_popcount(
+        static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(outside)))));
+    const __m256i left = _mm256_mullo_epi32(da, a_scale);
+    const __m256i right = _mm256_mullo_epi32(db, b_scale);
+    __m256i r;
+    if constexpr (kType == isa::EltType::kAdd) {
+      r = _mm256_add_epi32(left, right);
+    } else if constexpr (kType == isa::EltType::kSub) {
+      r = _mm256_sub_epi32(left, right);
+    } else {
+      const __m256i even =
+          _mm256_srli_epi64(_mm256_add_epi64(_mm256_mul_epi32(left, right), round), 10);
+      const __m256i odd = _mm256_srli_epi64(
+          _mm256_add_epi64(
+              _mm256_mul_epi32(_mm256_srli_epi64(left, 32), _mm256_srli_epi64(right, 32)), round),
+          10);
+      r = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), r);
+  }
+  return i;
+}
+
+}  // namespace
+
+std::uint64_t eltwise_span_avx2(const EltwiseLaneParams& p, const std::int8_t* a,
+                                const std::int8_t* b, std::int32_t* out, std::uint64_t n) {
+  std::uint64_t wrapped = 0, i = 0;
+  switch (p.type) {
+    case isa::EltType::kAdd:
+      i = span_blocks<isa::EltType::kAdd>(p, a, b, out, n, wrapped);
+      break;
+    case isa::EltType::kSub:
+      i = span_blocks<isa::EltType::kSub>(p, a, b, out, n, wrapped);
+      break;
+    case isa::EltType::kMult:
+      i = span_blocks<isa::EltType::kMult>(p, a, b, out, n, wrapped);
+      break;
+    default:  // sigmoid / tanh: the engine, value by value
+      return eltwise_span(p, a, b, out, n, Isa::kScalar);
+  }
+  if (i < n) wrapped += eltwise_span(p, a + i, b + i, out + i, n - i, Isa::kScalar);
+  return wrapped;
+}
+
+#else
+
+std::uint64_t eltwise_span_avx2(const EltwiseLaneParams&, const std::int8_t*, const std::int8_t*,
+                                std::int32_t*, std::uint64_t) {
+  fail("eltwise_span: AVX2 on a CPU that is not x86");
+}
+
+#endif
+
+}  // namespace npukit::device::detail
