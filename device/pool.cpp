@@ -62,18 +62,15 @@ PoolShape pool_shape(const LayerContext& ctx) {
   return s;
 }
 
-static std::int32_t scaled_average(std::int64_t sum, const PoolShape& s) {
+std::int32_t detail::pool_scaled_average(std::int64_t sum, const PoolShape& s) {
   return static_cast<std::int32_t>(
       std::clamp<std::int64_t>(round_shift(sum * s.scale, s.shift), -128, 127));
 }
 
-void pool_plane(const PoolShape& s, std::span<const std::int8_t> in, std::span<std::int32_t> out) {
-  if (s.type == PoolType::kGlobalAverage) {
-    std::int64_t sum = 0;
-    for (std::int8_t v : in) sum += v;
-    out[0] = scaled_average(sum, s);
-    return;
-  }
+// Every window position of a max or average pool, with the type fixed at compile time.
+template <PoolType kType>
+static void pool_windows(const PoolShape& s, std::span<const std::int8_t> in,
+                         std::span<std::int32_t> out) {
   const auto h = static_cast<std::int64_t>(s.ih), w = static_cast<std::int64_t>(s.iw);
   for (std::uint64_t oy = 0; oy < s.oh; ++oy) {
     // Window rows clipped to the image: padded positions take no part.
@@ -91,11 +88,32 @@ void pool_plane(const PoolShape& s, std::span<const std::int8_t> in, std::span<s
       for (std::int64_t y = y_begin; y < y_end; ++y)
         for (std::int64_t x = x_begin; x < x_end; ++x) {
           const std::int8_t v = in[static_cast<std::size_t>(y * w + x)];
-          best = std::max<std::int32_t>(best, v);
-          sum += v;
+          if constexpr (kType == PoolType::kMax)
+            best = std::max<std::int32_t>(best, v);
+          else
+            sum += v;
         }
-      out[oy * s.ow + ox] = s.type == PoolType::kMax ? best : scaled_average(sum, s);
+      if constexpr (kType == PoolType::kMax)
+        out[oy * s.ow + ox] = best;
+      else
+        out[oy * s.ow + ox] = detail::pool_scaled_average(sum, s);
     }
+  }
+}
+
+void pool_plane(const PoolShape& s, std::span<const std::int8_t> in, std::span<std::int32_t> out,
+                Isa isa) {
+  if (s.type != PoolType::kAverage &&
+      cpu::path_allowed(cpu::resolve(isa, "pool_plane"), Isa::kAvx2))
+    return detail::pool_plane_avx2(s, in, out);
+  if (s.type == PoolType::kGlobalAverage) {
+    std::int64_t sum = 0;
+    for (std::int8_t v : in) sum += v;
+    out[0] = detail::pool_scaled_average(sum, s);
+  } else if (s.type == PoolType::kMax) {
+    pool_windows<PoolType::kMax>(s, in, out);
+  } else {
+    pool_windows<PoolType::kAverage>(s, in, out);
   }
 }
 
@@ -131,9 +149,11 @@ BlockTiming run_pool(LayerContext& ctx) {
                      fmt::format("{}: PoolType 2 (global average) over {}x{}; the board writes "
                                  "zeros; lower it as a depthwise conv",
                                  ctx.where(), s.ih, s.iw));
-  const std::vector<std::int8_t> in =
-      read_activation(ctx, Field::POOL_ImageStartAddress, in_addr, in_layout);
-  std::vector<std::int32_t> out(ic * out_pixels);
+  // Buffers kept between layers and images (no allocation once they have grown).
+  thread_local std::vector<std::int8_t> in;
+  thread_local std::vector<std::int32_t> out;
+  read_activation(ctx, Field::POOL_ImageStartAddress, in_addr, in_layout, in);
+  out.resize(ic * out_pixels);
   for (std::uint64_t c = 0; c < ic; ++c)
     pool_plane(s, std::span<const std::int8_t>(in).subspan(c * in_pixels, in_pixels),
                std::span<std::int32_t>(out).subspan(c * out_pixels, out_pixels));

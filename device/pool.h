@@ -37,8 +37,19 @@ struct PoolShape {
 // Decodes and checks the POOL fields of ctx.mega (type, sizes, window vs padded image).
 PoolShape pool_shape(const LayerContext& ctx);
 
-// One channel plane: in has ih*iw values, out gets oh*ow values.
-void pool_plane(const PoolShape& s, std::span<const std::int8_t> in, std::span<std::int32_t> out);
+// One channel plane: in has ih*iw values, out gets oh*ow values. Paths (common/cpu.h): scalar
+// (every window position, the definition), and AVX2 for max pool (per output row the column
+// maxima of its window rows, 32 columns at a time, then the window's columns) and global average
+// (the plane's sum 32 values at a time); average pool runs the scalar path everywhere.
+void pool_plane(const PoolShape& s, std::span<const std::int8_t> in, std::span<std::int32_t> out,
+                Isa isa = Isa::kAuto);
+namespace detail {
+void pool_plane_avx2(const PoolShape& s, std::span<const std::int8_t> in,
+                     std::span<std::int32_t> out);
+// The scaled, clamped average of a window sum: clamp((sum * PoolScale) rounding-shifted by
+// PoolShift, -128, 127).
+std::int32_t pool_scaled_average(std::int64_t sum, const PoolShape& s);
+}  // namespace detail
 
 BlockTiming run_pool(LayerContext& ctx);
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <random>
 
 #include "common/error.h"
 #include "device/blocks_test_support.h"
@@ -180,6 +181,47 @@ TEST(PoolBlock, MatchesPlainNchwOnEveryArray) {
             << arch.str() << " type " << p.type << " k" << p.k_h << "x" << p.k_w << " " << c << "x"
             << h << "x" << w;
       }
+}
+
+// pool_plane on every path the CPU has against ref_pool, on random windows, strides and pads
+// (pads as large as the window: windows wholly in the padding give -128), ceil mode, planes wide
+// enough for the 32-column AVX2 blocks and their remainders, and all -128 / all 127 planes.
+TEST(PoolPlane, EveryPathEqualsThePlainPool) {
+  std::vector<Isa> paths = {Isa::kScalar};
+  for (Isa isa : cpu::kAllIsas)
+    if (isa != Isa::kScalar && cpu::supports(isa)) paths.push_back(isa);
+  std::mt19937 rng(21);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  int checked = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    PoolCase p{trial % 3, pick(1, 7), pick(1, 7), pick(1, 4),      pick(1, 4),     0,
+               0,         0,          0,          pick(0, 1) == 1, pick(0, 65535), pick(0, 20)};
+    p.top = pick(0, p.k_h), p.bottom = pick(0, p.k_h);
+    p.left = pick(0, p.k_w), p.right = pick(0, p.k_w);
+    const int h = pick(1, 12), w = trial % 4 == 0 ? pick(1, 8) : pick(20, 100);
+    if (p.type != 2 && (pool_output_size(h, p.k_h, p.s_h, p.top, p.bottom, p.ceil) == 0 ||
+                        pool_output_size(w, p.k_w, p.s_w, p.left, p.right, p.ceil) == 0))
+      continue;
+    std::vector<std::int8_t> x = random_int8(static_cast<std::size_t>(h * w), 100u + trial);
+    if (trial % 10 == 1) std::fill(x.begin(), x.end(), std::int8_t{-128});
+    if (trial % 10 == 2) std::fill(x.begin(), x.end(), std::int8_t{127});
+    int oh = 0, ow = 0;
+    const std::vector<std::int8_t> want = ref_pool(p, x, 1, h, w, oh, ow);
+    PoolShape s;
+    s.type = static_cast<isa::PoolType>(p.type);
+    s.ih = h, s.iw = w, s.kh = p.k_h, s.kw = p.k_w, s.stride_h = p.s_h, s.stride_w = p.s_w;
+    s.pad_top = p.top, s.pad_left = p.left, s.pad_bottom = p.bottom, s.pad_right = p.right;
+    s.ceil_mode = p.ceil, s.oh = oh, s.ow = ow, s.scale = p.scale, s.shift = p.shift;
+    for (Isa isa : paths) {
+      std::vector<std::int32_t> got(want.size(), 999);
+      pool_plane(s, x, got, isa);
+      ASSERT_EQ(std::vector<std::int32_t>(want.begin(), want.end()), got)
+          << cpu::name(isa) << " trial " << trial << " type " << p.type << " k" << p.k_h << "x"
+          << p.k_w << " s" << p.s_h << "x" << p.s_w << " " << h << "x" << w;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 200);
 }
 
 TEST(PoolBlock, ReportsTimingFromDramBeatsAndWindows) {
