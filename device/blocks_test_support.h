@@ -29,5 +29,8 @@ Bytes run_program_dispatch(const testing::ProgramBuilder& b, std::uint32_t input
                            std::vector<Warning>* warnings);
 void add_group(testing::ProgramBuilder& b, const isa::Instruction& mega,
                const isa::Instruction& output, const isa::Instruction* tail);
+// Scalar and every other path (common/cpu.h) this CPU supports; the ones it lacks are printed
+// as skipped.
+std::vector<Isa> isa_paths();
 }  // namespace blocks_testing
 }  // namespace npukit::device

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <iostream>
 #include <random>
 
 #include "common/error.h"
@@ -119,6 +120,18 @@ void add_group(testing::ProgramBuilder& b, const isa::Instruction& mega,
   b.instructions.push_back(output);
   if (tail) b.instructions.push_back(*tail);
   ++b.megablocks;
+}
+
+std::vector<Isa> isa_paths() {
+  std::vector<Isa> paths = {Isa::kScalar};
+  for (Isa isa : cpu::kAllIsas)
+    if (isa != Isa::kScalar) {
+      if (cpu::supports(isa))
+        paths.push_back(isa);
+      else
+        std::cout << "[ skipped  ] the " << cpu::name(isa) << " path: this CPU lacks it\n";
+    }
+  return paths;
 }
 
 }  // namespace blocks_testing
@@ -250,9 +263,7 @@ std::int64_t ref_lane(const EltCase& k, int a, int b) {
 // random operands, extreme scales (the signed 18-bit ends), zero points that make operands
 // leave int8, and lengths around the 8-lane blocks.
 TEST(EltwiseSpan, EveryPathEqualsThePlainLanes) {
-  std::vector<Isa> paths = {Isa::kScalar};
-  for (Isa isa : cpu::kAllIsas)
-    if (isa != Isa::kScalar && cpu::supports(isa)) paths.push_back(isa);
+  const std::vector<Isa> paths = isa_paths();
   std::mt19937 rng(13);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   auto scale = [&] {

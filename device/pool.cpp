@@ -71,18 +71,11 @@ std::int32_t detail::pool_scaled_average(std::int64_t sum, const PoolShape& s) {
 template <PoolType kType>
 static void pool_windows(const PoolShape& s, std::span<const std::int8_t> in,
                          std::span<std::int32_t> out) {
-  const auto h = static_cast<std::int64_t>(s.ih), w = static_cast<std::int64_t>(s.iw);
+  const auto w = static_cast<std::int64_t>(s.iw);
   for (std::uint64_t oy = 0; oy < s.oh; ++oy) {
-    // Window rows clipped to the image: padded positions take no part.
-    const std::int64_t y0 =
-        static_cast<std::int64_t>(oy * s.stride_h) - static_cast<std::int64_t>(s.pad_top);
-    const std::int64_t y_begin = std::max<std::int64_t>(y0, 0);
-    const std::int64_t y_end = std::min<std::int64_t>(y0 + static_cast<std::int64_t>(s.kh), h);
+    const auto [y_begin, y_end] = detail::pool_window(oy, s.stride_h, s.pad_top, s.kh, s.ih);
     for (std::uint64_t ox = 0; ox < s.ow; ++ox) {
-      const std::int64_t x0 =
-          static_cast<std::int64_t>(ox * s.stride_w) - static_cast<std::int64_t>(s.pad_left);
-      const std::int64_t x_begin = std::max<std::int64_t>(x0, 0);
-      const std::int64_t x_end = std::min<std::int64_t>(x0 + static_cast<std::int64_t>(s.kw), w);
+      const auto [x_begin, x_end] = detail::pool_window(ox, s.stride_w, s.pad_left, s.kw, s.iw);
       std::int32_t best = -128;
       std::int64_t sum = 0;
       for (std::int64_t y = y_begin; y < y_end; ++y)

@@ -9,8 +9,10 @@
 
 #include "device/block.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
+#include <utility>
 
 // Registers run_pool with the block registry (block.h).
 #define NPUKIT_DEVICE_RUN_POOL 1
@@ -46,6 +48,16 @@ void pool_plane(const PoolShape& s, std::span<const std::int8_t> in, std::span<s
 namespace detail {
 void pool_plane_avx2(const PoolShape& s, std::span<const std::int8_t> in,
                      std::span<std::int32_t> out);
+// Output position o's window along one axis, clipped to the image: input positions [first,
+// second) (padded positions take no part; empty when the window lies in the padding).
+inline std::pair<std::int64_t, std::int64_t> pool_window(std::uint64_t o, std::uint64_t stride,
+                                                         std::uint64_t pad, std::uint64_t kernel,
+                                                         std::uint64_t size) {
+  const std::int64_t start = static_cast<std::int64_t>(o * stride) - static_cast<std::int64_t>(pad);
+  return {std::max<std::int64_t>(start, 0),
+          std::min<std::int64_t>(start + static_cast<std::int64_t>(kernel),
+                                 static_cast<std::int64_t>(size))};
+}
 // The scaled, clamped average of a window sum: clamp((sum * PoolScale) rounding-shifted by
 // PoolShift, -128, 127).
 std::int32_t pool_scaled_average(std::int64_t sum, const PoolShape& s);

@@ -22,15 +22,12 @@ namespace {
 
 __attribute__((target("avx2"))) void max_pool(const PoolShape& s, const std::int8_t* in,
                                               std::int32_t* out) {
-  const auto h = static_cast<std::int64_t>(s.ih), w = static_cast<std::int64_t>(s.iw);
+  const auto w = static_cast<std::int64_t>(s.iw);
   thread_local std::vector<std::int8_t> column_max;  // kept between calls: no allocation
   column_max.resize(s.iw);
   std::int8_t* col = column_max.data();
   for (std::uint64_t oy = 0; oy < s.oh; ++oy) {
-    const std::int64_t y0 =
-        static_cast<std::int64_t>(oy * s.stride_h) - static_cast<std::int64_t>(s.pad_top);
-    const std::int64_t y_begin = std::max<std::int64_t>(y0, 0);
-    const std::int64_t y_end = std::min<std::int64_t>(y0 + static_cast<std::int64_t>(s.kh), h);
+    const auto [y_begin, y_end] = pool_window(oy, s.stride_h, s.pad_top, s.kh, s.ih);
     std::int64_t x = 0;
     for (; x + 32 <= w; x += 32) {
       __m256i m = _mm256_set1_epi8(-128);
@@ -46,10 +43,7 @@ __attribute__((target("avx2"))) void max_pool(const PoolShape& s, const std::int
     }
     std::int32_t* row = out + oy * s.ow;
     for (std::uint64_t ox = 0; ox < s.ow; ++ox) {
-      const std::int64_t x0 =
-          static_cast<std::int64_t>(ox * s.stride_w) - static_cast<std::int64_t>(s.pad_left);
-      const std::int64_t x_begin = std::max<std::int64_t>(x0, 0);
-      const std::int64_t x_end = std::min<std::int64_t>(x0 + static_cast<std::int64_t>(s.kw), w);
+      const auto [x_begin, x_end] = pool_window(ox, s.stride_w, s.pad_left, s.kw, s.iw);
       std::int8_t m = -128;
       for (std::int64_t xx = x_begin; xx < x_end; ++xx) m = std::max(m, col[xx]);
       row[ox] = m;

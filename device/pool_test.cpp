@@ -187,9 +187,7 @@ TEST(PoolBlock, MatchesPlainNchwOnEveryArray) {
 // (pads as large as the window: windows wholly in the padding give -128), ceil mode, planes wide
 // enough for the 32-column AVX2 blocks and their remainders, and all -128 / all 127 planes.
 TEST(PoolPlane, EveryPathEqualsThePlainPool) {
-  std::vector<Isa> paths = {Isa::kScalar};
-  for (Isa isa : cpu::kAllIsas)
-    if (isa != Isa::kScalar && cpu::supports(isa)) paths.push_back(isa);
+  const std::vector<Isa> paths = isa_paths();
   std::mt19937 rng(21);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   int checked = 0;

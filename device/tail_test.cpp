@@ -4,11 +4,11 @@
 // random and extreme accumulators (INT32 min/max, exact .5 ties of either sign), scales, shifts
 // and biases.
 #include "device/block.h"
+#include "device/blocks_test_support.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <iostream>
 #include <limits>
 #include <random>
 
@@ -33,23 +33,11 @@ std::int32_t definition(std::int32_t acc, std::int32_t bias, std::int32_t scale,
   return r;
 }
 
-std::vector<Isa> every_path() {
-  std::vector<Isa> paths = {Isa::kScalar};
-  for (Isa isa : cpu::kAllIsas)
-    if (isa != Isa::kScalar) {
-      if (cpu::supports(isa))
-        paths.push_back(isa);
-      else
-        std::cout << "[ skipped  ] the " << cpu::name(isa) << " path: this CPU lacks it\n";
-    }
-  return paths;
-}
-
 const std::int32_t kMin = std::numeric_limits<std::int32_t>::min();
 const std::int32_t kMax = std::numeric_limits<std::int32_t>::max();
 
 TEST(TailQuantizeSpan, EveryPathEqualsTheDefinition) {
-  const std::vector<Isa> paths = every_path();
+  const std::vector<Isa> paths = blocks_testing::isa_paths();
   std::mt19937 rng(9);
   auto pick = [&](std::int64_t lo, std::int64_t hi) {
     return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
@@ -112,7 +100,7 @@ TEST(TailQuantizeSpan, SaturatesAtTheInt8Ends) {
   // -258 -> -129 clamps to -128; 253 -> 127; 254 -> 127; -256 -> -128;
   // INT32 max/min clamp; 1 (0.5) -> 1; -1 (-0.5) -> 0.
   const std::vector<std::int32_t> acc = {255, -257, -258, 253, 254, -256, kMax, kMin, 0, 1, -1};
-  for (Isa isa : every_path()) {
+  for (Isa isa : blocks_testing::isa_paths()) {
     std::vector<std::int32_t> got(acc.size());
     quantize_span(acc.data(), got.data(), acc.size(), 0, 1, 1, 0, -1, 0, isa);
     EXPECT_EQ(got, (std::vector<std::int32_t>{127, -128, -128, 127, 127, -128, 127, -128, 0, 1, 0}))
@@ -121,7 +109,7 @@ TEST(TailQuantizeSpan, SaturatesAtTheInt8Ends) {
 }
 
 TEST(TailBiasSpan, EveryPathWrapsLikeThe32BitAdder) {
-  const std::vector<Isa> paths = every_path();
+  const std::vector<Isa> paths = blocks_testing::isa_paths();
   std::mt19937 rng(4);
   std::uniform_int_distribution<std::int32_t> any(kMin, kMax);
   for (std::uint64_t n : {0, 1, 7, 8, 9, 33, 64}) {
