@@ -63,12 +63,16 @@ TensorMap run_graph(const ir::Graph& graph, const TensorMap& inputs, const RunOp
            ir::stored_count(value), ir::shape_string(value.shape));
     values[name] = std::move(value);
   }
-  auto lookup = [&](const std::string& name) -> const ir::Tensor* {
+  // The value of `name`: computed or fed this run, else a constant of the graph (then
+  // *is_constant, when asked, is set).
+  auto lookup = [&](const std::string& name, bool* is_constant = nullptr) -> const ir::Tensor* {
+    if (is_constant) *is_constant = false;
     auto it = values.find(name);
     if (it != values.end()) return &it->second;
     const ir::Tensor* constant = graph.find(name);
-    if (constant && constant->is_constant()) return constant;
-    return nullptr;
+    if (!constant || !constant->is_constant()) return nullptr;
+    if (is_constant) *is_constant = true;
+    return constant;
   };
 
   for (const ir::Node& node : graph.nodes) {
@@ -87,12 +91,13 @@ TensorMap run_graph(const ir::Graph& graph, const TensorMap& inputs, const RunOp
         in.constant.push_back(false);
         continue;
       }
-      const ir::Tensor* t = lookup(name);
+      bool is_constant = false;
+      const ir::Tensor* t = lookup(name, &is_constant);
       if (!t)
         fail("{}: input '{}' has no value (not a graph input, constant or earlier output)",
              node_label(node), name);
       in.tensors.push_back(t);
-      in.constant.push_back(!values.count(name));
+      in.constant.push_back(is_constant);
     }
     std::vector<ir::Tensor> outs;
     try {
