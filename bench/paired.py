@@ -90,6 +90,13 @@ def npy_rows_to(path, n, out):
             f.write(body[(i % rows) * row:(i % rows + 1) * row])
 
 
+def median_round(rounds, ratio):
+    """The round with the median ratio(round), and the ratios' spread as text."""
+    ordered = sorted(rounds, key=ratio)
+    return ordered[len(ordered) // 2], (f"{ratio(ordered[0]):.2f}-{ratio(ordered[-1]):.2f}x over "
+                                        f"{len(ordered)} rounds")
+
+
 def write_labels(path, n):
     header = "{'descr': '<i8', 'fortran_order': False, 'shape': (%d,), }" % n
     header += " " * (63 - (10 + len(header)) % 64) + "\n"
@@ -143,11 +150,10 @@ def main():
             ow, oc = ort(src("float.onnx"), f"{inp}={src('calib.npy')}", "all", t,
                          f(f"ort_float_{t}.json"))
             rounds.append((qw, qc, ow * calib_n, oc * calib_n))
-        ratios = sorted(r[0] / r[2] for r in rounds)
-        qw, qc, ow, oc = sorted(rounds, key=lambda r: r[0] / r[2])[len(rounds) // 2]
+        (qw, qc, ow, oc), spread = median_round(rounds, lambda r: r[0] / r[2])
         rows.append((f"quantize, the whole command with {calib_n} calibration images", t, qw, qc,
                      ow, oc, f"onnxruntime float, all optimizations, the same {calib_n} images",
-                     f"wall {ratios[0]:.2f}-{ratios[-1]:.2f}x over {len(rounds)} rounds"))
+                     f"wall {spread}"))
     subprocess.run([a.npukit, "compile", f("int8.onnx"), "-o", f("prog")], check=True,
                    capture_output=True)
     if not os.path.exists(f("uint8.onnx")):
@@ -169,9 +175,7 @@ def main():
             ew, ec = (ew - hw) / (n - n // 2), (ec - hc) / (n - n // 2)
             uw, uc = ort(f("uint8.onnx"), f"{inp}={images}", "all", t, f(f"ort_u8_{t}.json"))
             rounds.append((ew, ec, uw, uc))
-        ratios = sorted(r[1] / r[3] for r in rounds)
-        ew, ec, uw, uc = sorted(rounds, key=lambda r: r[1] / r[3])[len(rounds) // 2]
-        spread = f"{ratios[0]:.2f}-{ratios[-1]:.2f}x over {len(rounds)} rounds"
+        (ew, ec, uw, uc), spread = median_round(rounds, lambda r: r[1] / r[3])
         rows.append(("eval (device model), per image", t, ew, ec, uw, uc,
                      "onnxruntime uint8 activations, all optimizations", spread))
         if not a.no_int8_reference:
