@@ -189,10 +189,10 @@ void run(const EvalArgs& a) {
       mine = std::string("error ") + e.what();
     }
     const std::vector<std::string> all = world.gather(mine);
-    if (world.rank() != 0) {
-      if (mine.starts_with("error")) npukit::tools::set_exit_status(1);
-      return;
-    }
+    // Only rank 0 reports, and it exits non-zero for any rank's error. The other ranks exit 0:
+    // mpirun aborts the whole job at the first non-zero exit, which could kill rank 0 before it
+    // printed the error (seen in CI: the job failed with no "npukit eval: error:" line).
+    if (world.rank() != 0) return;
     std::vector<npukit::analysis::EvalResult> shards;
     for (int i = 0; i < world.size(); ++i) {
       if (all[i].starts_with("error "))
