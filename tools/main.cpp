@@ -45,12 +45,18 @@ void restart_with_passive_openmp(int argc, char** argv) {
   const std::string_view command = argv[1];
   if (command != "quantize" && command != "compare" && command != "eval" && command != "run")
     return;
+  // The thread count as run/eval/compare/quantize will read it: the last --threads, else
+  // NPUKIT_THREADS (common/parallel.cpp). One thread needs no restart.
+  std::string_view threads;
+  if (const char* env = std::getenv("NPUKIT_THREADS")) threads = env;
   for (int i = 2; i < argc; ++i) {
     const std::string_view arg = argv[i];
-    if (arg == "--threads=1" ||
-        (arg == "--threads" && i + 1 < argc && argv[i + 1] == std::string_view("1")))
-      return;
+    if (arg.starts_with("--threads="))
+      threads = arg.substr(10);
+    else if (arg == "--threads" && i + 1 < argc)
+      threads = argv[i + 1];
   }
+  if (threads == "1") return;
   if (std::thread::hardware_concurrency() <= 1) return;
   if (::setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
   ::execv("/proc/self/exe", argv);
