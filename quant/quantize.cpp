@@ -60,6 +60,37 @@ const Tensor* constant(const Graph& g, const std::string& name) {
   return t && t->is_constant() ? t : nullptr;
 }
 
+// Ops whose int8 form needs the same scale on input and output (value-preserving or monotone
+// per element): the scale is shared through a union-find over tensor names.
+bool is_passthrough(const Node& n) {
+  static const std::set<std::string> ops = {"Relu",      "Clip",      "MaxPool",  "Flatten",
+                                            "Reshape",   "Transpose", "Identity", "Squeeze",
+                                            "Unsqueeze", "Resize",    "Slice"};
+  if (!n.domain.empty() || !ops.count(n.op_type)) return false;
+  if (n.op_type == "MaxPool" && n.outputs.size() > 1 && !n.outputs[1].empty()) return false;
+  if (n.op_type == "Resize" && n.get_string("mode", "nearest") != "nearest") return false;
+  return true;
+}
+
+bool is_activation_fn(const Node& n) { return n.op_type == "Relu" || n.op_type == "Clip"; }
+
+// The float values read only by one Relu or Clip (and not graph outputs), each mapped to that
+// activation's output. The quantizer gives such a value its activation's output scale (an int8
+// Relu/Clip keeps its input's scale, and the layer before writes the clipped range), so its own
+// range is never used and calibration does not measure it.
+std::map<std::string, std::string> pre_activation_values(const Graph& g) {
+  std::map<std::string, std::string> pre;
+  for (const auto& n : g.nodes) {
+    if (!is_passthrough(n) || !is_activation_fn(n) || !is_float_activation(g, n.inputs[0]) ||
+        !is_float_activation(g, n.outputs[0]))
+      continue;
+    if (g.consumers(n.inputs[0]).size() == 1 &&
+        std::find(g.outputs.begin(), g.outputs.end(), n.inputs[0]) == g.outputs.end())
+      pre[n.inputs[0]] = n.outputs[0];
+  }
+  return pre;
+}
+
 }  // namespace
 
 Calibration parse_calibration(const std::string& name) {
@@ -465,6 +496,7 @@ std::map<std::string, float> calibrate(const Graph& graph,
   const std::size_t total = samples.size() * (histograms ? 2 : 1);
   std::size_t done = 0;
   std::map<std::string, Stats> stats;
+  const std::map<std::string, std::string> pre_activation = pre_activation_values(graph);
 
   // The samples are spread over the threads in contiguous blocks, each with its own statistics,
   // and the executor runs one thread per sample (oneDNN's too): a maximum, counts and the
@@ -473,6 +505,17 @@ std::map<std::string, float> calibrate(const Graph& graph,
   const std::size_t workers = std::clamp<std::size_t>(thread_count(), 1, samples.size());
   std::mutex progress_mutex;
   ref::ConvWeightCache weight_cache;  // the graph's conv weights in oneDNN's layout, shared
+  // Pass 0 keeps a copy of each sample's measured values while they fit in
+  // options.kept_activation_bytes (each worker its share), so pass 1 counts the histograms of
+  // those samples from memory instead of running the float graph again (half of calibration's
+  // time); the samples that did not fit run again. The counts are the same either way.
+  struct KeptValue {
+    const std::string* name;  // a node output's name: the graph's
+    Tensor value;
+  };
+  std::vector<std::vector<KeptValue>> kept(samples.size());
+  std::vector<char> is_kept(samples.size(), 0);
+  const std::size_t keep_share = histograms ? options.kept_activation_bytes / workers : 0;
   auto observe = [&](int pass) {
     std::vector<std::map<std::string, Stats>> part(workers);
     std::vector<std::map<std::string, Tensor>> seen_part(workers);
@@ -488,8 +531,12 @@ std::map<std::string, float> calibrate(const Graph& graph,
     auto work = [&](std::size_t w) {
       try {
         auto& my = part[w];
+        std::size_t kept_bytes = 0;
+        std::vector<const std::string*> measured;  // this run's, in order
+        ref::TensorMap all_values;
         ref::RunOptions run;
         run.conv_weights = &weight_cache;
+        if (pass == 0 && keep_share > 0) run.all_values = &all_values;
         run.after_node = [&](const Node& node, const ref::TensorMap& values) {
           if (observed && pass == 0)
             for (const auto& o : node.outputs) {
@@ -499,7 +546,9 @@ std::map<std::string, float> calibrate(const Graph& graph,
             }
           for_each_float(
               values, node.outputs, [&](const std::string& name, const float* p, std::size_t n) {
+                if (pre_activation.count(name)) return;
                 accumulate(my[name], name, "output of node '" + node.name + "'", pass, p, n);
+                if (run.all_values) measured.push_back(&name);
               });
         };
         const std::size_t first = samples.size() * w / workers;
@@ -510,7 +559,28 @@ std::map<std::string, float> calibrate(const Graph& graph,
                          [&](const std::string& name, const float* p, std::size_t n) {
                            accumulate(my[name], name, "graph input", pass, p, n);
                          });
-          ref::run_graph(graph, samples[i], run);
+          if (pass == 1 && is_kept[i]) {
+            for (KeptValue& v : kept[i])
+              accumulate(my[*v.name], *v.name, "", pass, v.value.as<float>(),
+                         static_cast<std::size_t>(ir::stored_count(v.value)));
+            kept[i] = {};
+          } else {
+            measured.clear();
+            ref::run_graph(graph, samples[i], run);
+            if (run.all_values) {
+              std::size_t bytes = 0;
+              for (const std::string* name : measured) bytes += all_values.at(*name).data.size();
+              if (kept_bytes + bytes <= keep_share) {
+                kept_bytes += bytes;
+                for (const std::string* name : measured)
+                  kept[i].push_back({name, std::move(all_values.at(*name))});
+                is_kept[i] = 1;
+              } else {
+                run.all_values = nullptr;  // full: the rest of this block runs again in pass 1
+              }
+              all_values.clear();
+            }
+          }
           if (options.progress) {
             const std::lock_guard lock(progress_mutex);
             options.progress(++done, total);
@@ -574,6 +644,15 @@ std::map<std::string, float> calibrate(const Graph& graph,
     }
     thresholds[name] = t;
   }
+  // A value only its Relu/Clip reads gets that activation's threshold (its scale in the
+  // quantized model), following chains of activations.
+  for (const auto& [name, activation] : pre_activation) {
+    std::string to = activation;
+    for (std::size_t k = 0; k < pre_activation.size() && pre_activation.count(to); ++k)
+      to = pre_activation.at(to);
+    if (auto it = thresholds.find(to); it != thresholds.end() && !thresholds.count(name))
+      thresholds[name] = it->second;
+  }
   return thresholds;
 }
 
@@ -608,20 +687,6 @@ std::vector<std::string> infer_types_from_observation(
 // ---- the QOperator rewrite ---------------------------------------------------------------------
 
 namespace {
-
-// Ops whose int8 form needs the same scale on input and output (value-preserving or monotone
-// per element): the scale is shared through a union-find over tensor names.
-bool is_passthrough(const Node& n) {
-  static const std::set<std::string> ops = {"Relu",      "Clip",      "MaxPool",  "Flatten",
-                                            "Reshape",   "Transpose", "Identity", "Squeeze",
-                                            "Unsqueeze", "Resize",    "Slice"};
-  if (!n.domain.empty() || !ops.count(n.op_type)) return false;
-  if (n.op_type == "MaxPool" && n.outputs.size() > 1 && !n.outputs[1].empty()) return false;
-  if (n.op_type == "Resize" && n.get_string("mode", "nearest") != "nearest") return false;
-  return true;
-}
-
-bool is_activation_fn(const Node& n) { return n.op_type == "Relu" || n.op_type == "Clip"; }
 
 class UnionFind {
  public:
@@ -698,16 +763,11 @@ class Rewriter {
   // ---- scales ----
   void assign_scales(const std::map<std::string, float>& thresholds) {
     UnionFind groups;
-    std::set<std::string> pre_activation;  // Relu/Clip inputs used only by that activation
-    for (const auto& n : f_.nodes) {
-      if (!is_passthrough(n) || !is_float_activation(f_, n.inputs[0]) ||
-          !is_float_activation(f_, n.outputs[0]))
-        continue;
-      groups.unite(n.inputs[0], n.outputs[0]);
-      if (is_activation_fn(n) && f_.consumers(n.inputs[0]).size() == 1 &&
-          std::find(f_.outputs.begin(), f_.outputs.end(), n.inputs[0]) == f_.outputs.end())
-        pre_activation.insert(n.inputs[0]);
-    }
+    for (const auto& n : f_.nodes)
+      if (is_passthrough(n) && is_float_activation(f_, n.inputs[0]) &&
+          is_float_activation(f_, n.outputs[0]))
+        groups.unite(n.inputs[0], n.outputs[0]);
+    const std::map<std::string, std::string> pre_activation = pre_activation_values(f_);
     std::map<std::string, float> best, fallback;
     for (const auto& [name, t] : thresholds) {
       std::string root = groups.find(name);

@@ -40,6 +40,11 @@ struct QuantizeOptions {
   double percentile = 99.99;  // for kPercentile, in (0, 100]
   int histogram_bins = 2048;  // for kPercentile and kEntropy, at most kMaxHistogramBins
   int quantized_bins = 128;   // levels on one side of zero (int8: 128)
+  // Histogram methods measure each value twice (its range, then its histogram over that range):
+  // up to this many bytes of the values measured are kept from the first pass to the second,
+  // which then runs the float graph only for the samples that did not fit (the thresholds are
+  // the same; resnet50 keeps about 60 MB per image).
+  std::size_t kept_activation_bytes = std::size_t{2} << 30;
   // Called after each calibration run (done of total, counting both passes when histograms are
   // needed); the CLI draws its progress bar from this.
   std::function<void(std::size_t done, std::size_t total)> progress;

@@ -175,6 +175,57 @@ TEST(Calibration, EveryThreadCountGivesTheOneThreadResult) {
   set_thread_count(threads);
 }
 
+// A value read only by a Relu is not measured: the quantizer gives it the Relu output's scale,
+// so calibration reports the Relu output's threshold for it (here n = -x, y = Relu(n)).
+TEST(Calibration, AReluInputTakesTheReluOutputsThreshold) {
+  ir::Graph g = relu_graph();
+  g.tensors["n"] = ir::Tensor{"n", ir::DType::kFloat32, {1, 4}, {}};
+  g.nodes = {ir::Node{"neg", "Neg", "", {"x"}, {"n"}, {}},
+             ir::Node{"relu", "Relu", "", {"n"}, {"y"}, {}}};
+  for (Calibration m : {Calibration::kMinMax, Calibration::kPercentile, Calibration::kEntropy}) {
+    QuantizeOptions o;
+    o.method = m;
+    const auto t = calibrate(g, relu_samples(), o);
+    EXPECT_FLOAT_EQ(t.at("x"), 3.0f);  // graph inputs are measured
+    EXPECT_EQ(t.at("n"), t.at("y")) << calibration_name(m);
+    if (m == Calibration::kMinMax) EXPECT_FLOAT_EQ(t.at("y"), 3.0f);  // Relu(-x): 3 .25 1
+  }
+  // Read by a second node too, n is measured itself: |-x| reaches 3 there as well, so compare
+  // against x's threshold.
+  g.nodes.push_back(ir::Node{"abs", "Abs", "", {"n"}, {"a"}, {}});
+  g.tensors["a"] = ir::Tensor{"a", ir::DType::kFloat32, {1, 4}, {}};
+  g.outputs.push_back("a");
+  QuantizeOptions o;
+  o.method = Calibration::kMinMax;
+  o.kept_activation_bytes = 0;
+  EXPECT_FLOAT_EQ(calibrate(g, relu_samples(), o).at("n"), 3.0f);
+}
+
+// Histogram calibration keeps pass 0's values for pass 1 within kept_activation_bytes and runs
+// the float graph again for the samples that did not fit: the model written must be the same
+// bytes for every budget (none kept, some, all) and every thread count.
+TEST(Calibration, KeptValuesAndThreadCountsGiveTheSameModelBytes) {
+  const ir::Graph g = onnxio::load_onnx(kFixtures + "/digits/lenet_digits.onnx");
+  auto samples = load_calibration_data(kFixtures + "/digits/calib.npy", g);
+  samples.resize(24);
+  const unsigned threads = thread_count();
+  for (Calibration m : {Calibration::kMinMax, Calibration::kPercentile, Calibration::kEntropy}) {
+    QuantizeOptions o;
+    o.method = m;
+    o.kept_activation_bytes = 0;  // pass 1 runs every sample again: main's way
+    set_thread_count(1);
+    const auto reference = onnxio::save_onnx_bytes(quantize(g, samples, o));
+    for (const std::size_t budget : {std::size_t{20000}, QuantizeOptions{}.kept_activation_bytes})
+      for (const unsigned t : {1u, 2u, 3u}) {
+        set_thread_count(t);
+        o.kept_activation_bytes = budget;
+        EXPECT_TRUE(onnxio::save_onnx_bytes(quantize(g, samples, o)) == reference)
+            << calibration_name(m) << ", " << budget << " bytes kept, " << t << " threads";
+      }
+  }
+  set_thread_count(threads);
+}
+
 TEST(Calibration, EntropyByHand) {
   // Histogram [10, 2, 0, 1] over [0, 4] (width 1), 2 quantized levels. Candidates i = 2, 3, 4:
   // P and Q are both divided by the total count 13 (Q lacks the clipped mass).

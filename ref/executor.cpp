@@ -122,6 +122,7 @@ TensorMap run_graph(const ir::Graph& graph, const TensorMap& inputs, const RunOp
     if (!t) fail("graph '{}': output '{}' was never computed", graph.name, name);
     result[name] = *t;
   }
+  if (options.all_values) *options.all_values = std::move(values);
   return result;
 }
 

@@ -22,6 +22,9 @@ struct RunOptions {
   // oneDNN layout here from run to run. Use one cache with one graph, unchanged (threads running
   // that graph may share it).
   ConvWeightCache* conv_weights = nullptr;
+  // Optional: receives every value of the run (the inputs given and everything computed) when
+  // it ends, moved instead of freed (calibration keeps the values it measured this way).
+  TensorMap* all_values = nullptr;
 };
 
 // Runs `graph` on `inputs` (every non-constant graph input, by name) and returns the graph
