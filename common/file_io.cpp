@@ -63,7 +63,7 @@ std::string temp_name_for(const std::string& path) {
 
 }  // namespace
 
-Bytes read_file_bytes(const std::string& path, std::uint64_t max_bytes) {
+InputFile::InputFile(const std::string& path, std::uint64_t max_bytes) {
   // Open without blocking (a FIFO would wait for a writer), then decide from the open file.
   Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   if (f.fd < 0) {
@@ -73,11 +73,21 @@ Bytes read_file_bytes(const std::string& path, std::uint64_t max_bytes) {
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) fail("{}: cannot stat: {}", path, std::strerror(errno));
   if (!S_ISREG(st.st_mode)) fail("{}: is {}, expected a regular file", path, kind_of(st.st_mode));
-  const auto size = static_cast<std::uint64_t>(st.st_size);
-  if (size > max_bytes)
-    fail("{}: file is {} bytes, more than the {} limit for this input", path, size,
+  size_ = static_cast<std::uint64_t>(st.st_size);
+  if (size_ > max_bytes)
+    fail("{}: file is {} bytes, more than the {} limit for this input", path, size_,
          human_bytes(max_bytes));
   ::fcntl(f.fd, F_SETFL, ::fcntl(f.fd, F_GETFL) & ~O_NONBLOCK);
+  std::swap(fd_, f.fd);
+}
+
+InputFile::~InputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Bytes read_file_bytes(const std::string& path, std::uint64_t max_bytes) {
+  const InputFile f(path, max_bytes);
+  const std::uint64_t size = f.size();
   Bytes bytes(static_cast<std::size_t>(size));
   std::size_t got = 0;
   for (;;) {
@@ -86,7 +96,7 @@ Bytes read_file_bytes(const std::string& path, std::uint64_t max_bytes) {
       if (bytes.size() >= max_bytes + 1) break;
       bytes.resize(std::min<std::uint64_t>(max_bytes + 1, bytes.size() + (1u << 16)));
     }
-    const ssize_t r = ::read(f.fd, bytes.data() + got, bytes.size() - got);
+    const ssize_t r = ::read(f.fd(), bytes.data() + got, bytes.size() - got);
     if (r < 0) {
       if (errno == EINTR) continue;
       fail("{}: read error: {}", path, std::strerror(errno));

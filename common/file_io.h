@@ -27,6 +27,25 @@ Bytes read_file_bytes(const std::string& path);
 Bytes read_file_bytes(const std::string& path, std::uint64_t max_bytes);
 std::string read_text_file(const std::string& path, std::uint64_t max_bytes = kMaxTextFileBytes);
 
+// A regular file of at most `max_bytes` open for reading, checked as read_file_bytes checks (and
+// failing with its messages), for a reader that streams it instead of holding all of it first
+// (protobuf parses a 100 MB model from the descriptor; read whole, it cost a 100 MB buffer to
+// zero and fill before the parser copied it again). Bounding what it reads is the reader's job
+// (the file may grow after the check).
+class InputFile {
+ public:
+  InputFile(const std::string& path, std::uint64_t max_bytes);
+  ~InputFile();
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+  int fd() const { return fd_; }
+  std::uint64_t size() const { return size_; }
+
+ private:
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+};
+
 // Input echoed in a message is clipped, so a 100 000-character name or header cannot flood the
 // terminal: "<first max characters>... (N characters)".
 std::string clip(std::string_view text, std::size_t max = 80);

@@ -1,10 +1,12 @@
 #include "onnx/onnx_io.h"
 
 #include "common/error.h"
+#include "common/file_io.h"
 #include "ir/tensor_util.h"
 #include "onnx/contrib_schemas.h"
 #include "onnx/proto_util.h"
 
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
@@ -81,7 +83,7 @@ void narrow_into(const Field& field, std::size_t size, std::vector<std::uint8_t>
 
 }  // namespace
 
-ir::Tensor tensor_from_proto(const TensorProto& p, const std::string& what) {
+ir::Tensor tensor_from_proto(const TensorProto& p, const std::string& what, bool with_data) {
   std::string label = p.name().empty() ? std::string("<unnamed tensor>") : "'" + p.name() + "'";
   if (p.data_location() == TensorProto::EXTERNAL || p.external_data_size() > 0)
     fail(
@@ -112,7 +114,7 @@ ir::Tensor tensor_from_proto(const TensorProto& p, const std::string& what) {
            p.raw_data().size(), count * size);
     // As bytes, so the copy is a memcpy rather than a char-by-char conversion.
     const auto* raw = reinterpret_cast<const std::uint8_t*>(p.raw_data().data());
-    t.data.assign(raw, raw + p.raw_data().size());
+    if (with_data) t.data.assign(raw, raw + p.raw_data().size());
   } else {
     std::size_t have = 0;
     switch (t.dtype) {
@@ -466,7 +468,7 @@ ir::Graph convert(ModelProto& model, const std::string& what, const LoadOptions&
   g.name = model.graph().name();
   // Initializers first: external data would fail inside the checker with an obscure path error,
   // and a bad tensor is best reported by its name before any check that merely trips over it.
-  for (const auto& init : model.graph().initializer()) tensor_from_proto(init, what);
+  for (const auto& init : model.graph().initializer()) tensor_from_proto(init, what, false);
 
   try {
     ::onnx::checker::check_model(model);
@@ -584,8 +586,22 @@ ir::Graph load_onnx_bytes(ByteSpan bytes, const std::string& what, const LoadOpt
 }
 
 ir::Graph load_onnx(const std::string& path, const LoadOptions& options) {
-  Bytes bytes = read_file_bytes(path);
-  return load_onnx_bytes(bytes, path, options);
+  ModelProto model;
+  {
+    // Parsed from the file descriptor, never held whole (InputFile, common/file_io.h); at most
+    // the size checked, so a file that grows meanwhile is read as it was.
+    const InputFile file(path, kMaxBinaryFileBytes);
+    if (file.size() > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
+      fail("{}: file is larger than protobuf's 2 GB limit", path);
+    google::protobuf::io::FileInputStream raw(file.fd());
+    google::protobuf::io::LimitingInputStream in(&raw, static_cast<std::int64_t>(file.size()));
+    if (!model.ParseFromZeroCopyStream(&in)) {
+      if (raw.GetErrno() != 0) fail("{}: read error: {}", path, std::strerror(raw.GetErrno()));
+      fail("{}: not a valid ONNX model (protobuf parsing failed; truncated or not an .onnx file)",
+           path);
+    }
+  }
+  return convert(model, path, options);
 }
 
 void add_input_shape(LoadOptions& options, const std::string& spec) {

@@ -11,7 +11,9 @@
 namespace npukit::onnxio {
 
 // `what` names the model in error messages.
-ir::Tensor tensor_from_proto(const ::onnx::TensorProto& p, const std::string& what);
+// with_data false: only the checks (type, shape, the raw data's size); raw data is not copied.
+ir::Tensor tensor_from_proto(const ::onnx::TensorProto& p, const std::string& what,
+                             bool with_data = true);
 void tensor_to_proto(const ir::Tensor& t, ::onnx::TensorProto& p);
 ir::Attribute attribute_from_proto(const ::onnx::AttributeProto& a, const std::string& where);
 // The value of a Constant node as a tensor named after its output.
