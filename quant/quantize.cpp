@@ -207,8 +207,7 @@ float entropy_threshold(const std::vector<std::uint64_t>& bins, float range, int
 // ---- constant folding
 // ----------------------------------------------------------------------------
 
-Graph fold_constant_identities(const Graph& graph) {
-  Graph g = graph;
+Graph fold_constant_identities(Graph g) {
   std::vector<Node> kept;
   kept.reserve(g.nodes.size());
   for (Node& n : g.nodes) {
@@ -230,8 +229,7 @@ Graph fold_constant_identities(const Graph& graph) {
 
 // ---- batch-norm folding -------------------------------------------------------------------------
 
-Graph fold_batch_norm(const Graph& graph) {
-  Graph g = graph;
+Graph fold_batch_norm(Graph g) {
   std::vector<bool> removed(g.nodes.size(), false);
   for (std::size_t bi = 0; bi < g.nodes.size(); ++bi) {
     Node& bn = g.nodes[bi];
@@ -712,17 +710,32 @@ struct QuantizedWeight {
 };
 
 QuantizedWeight quantize_symmetric(const Tensor& w, const std::string& name) {
-  std::vector<float> v = ir::to_float_vector(w);
+  std::vector<float> converted;
+  if (w.dtype != DType::kFloat32) converted = ir::to_float_vector(w);
+  const float* v = w.dtype == DType::kFloat32 ? w.as<float>() : converted.data();
+  const std::size_t n = static_cast<std::size_t>(ir::stored_count(w));
   float max_abs = 0;
-  for (float x : v) {
-    if (!std::isfinite(x)) fail("constant '{}' holds a non-finite value ({})", w.name, x);
-    max_abs = std::max(max_abs, std::fabs(x));
+  bool finite = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    finite &= std::fabs(v[i]) <= std::numeric_limits<float>::max();  // false for NaN too
+    max_abs = std::max(max_abs, std::fabs(v[i]));
   }
-  float scale = max_abs > 0 ? max_abs / kInt8Max : 1.0f;
+  if (!finite) {
+    const float* bad = std::find_if(v, v + n, [](float x) { return !std::isfinite(x); });
+    fail("constant '{}' holds a non-finite value ({})", w.name, *bad);
+  }
+  const float scale = max_abs > 0 ? max_abs / kInt8Max : 1.0f;
   Tensor q = ir::make_tensor(DType::kInt8, w.shape, name);
-  for (std::size_t i = 0; i < v.size(); ++i)
-    q.as_mutable<std::int8_t>()[i] =
-        static_cast<std::int8_t>(std::clamp(round_even(v[i] / scale), -127.0, 127.0));
+  std::int8_t* out = q.as_mutable<std::int8_t>();
+  // Clamped first (the bounds are integers, so clamping and rounding commute), then rounded to
+  // nearest even by adding and taking away 1.5 * 2^23, exact for |x| <= 2^22 in the default
+  // rounding mode: the loop vectorizes where nearbyint is a library call per weight (resnet50's
+  // 25 M weights took 0.15 s).
+  constexpr float kRound = 12582912.0f;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float x = std::clamp(v[i] / scale, -kInt8Max, kInt8Max);
+    out[i] = static_cast<std::int8_t>((x + kRound) - kRound);
+  }
   return {std::move(q), scale};
 }
 
@@ -1299,9 +1312,9 @@ Graph quantize_with_thresholds(const Graph& graph, const std::map<std::string, f
   return Rewriter(graph, thresholds, summary).run();
 }
 
-Graph quantize(const Graph& float_graph, const std::vector<ref::TensorMap>& samples,
+Graph quantize(Graph float_graph, const std::vector<ref::TensorMap>& samples,
                const QuantizeOptions& options, QuantizeSummary* summary) {
-  Graph folded = fold_batch_norm(fold_constant_identities(float_graph));
+  Graph folded = fold_batch_norm(fold_constant_identities(std::move(float_graph)));
   std::map<std::string, Tensor> observed;
   std::map<std::string, float> thresholds = calibrate(folded, samples, options, &observed);
   std::vector<std::string> filled = infer_types_from_observation(folded, observed);

@@ -87,11 +87,11 @@ float signed_entropy_threshold(const std::vector<std::uint64_t>& bins,
 // Replaces every Identity of a constant by the constant itself. torch's exporter writes
 // Identity(initializer) when two parameters are equal (e.g. batch norms at their defaults), and a
 // Conv whose weights or bias arrive through one would otherwise look non-constant and stay float.
-ir::Graph fold_constant_identities(const ir::Graph& graph);
+ir::Graph fold_constant_identities(ir::Graph graph);
 
 // Folds every BatchNormalization (inference form) that is the only consumer of a Conv's output
 // into that Conv's weights and bias. Other BatchNormalization nodes are left alone.
-ir::Graph fold_batch_norm(const ir::Graph& graph);
+ir::Graph fold_batch_norm(ir::Graph graph);
 
 // Calibration thresholds T (the |x| mapped to 127) for the graph's float inputs and every float
 // node output, measured by running `graph` on `samples`.
@@ -123,8 +123,10 @@ ir::Graph quantize_with_thresholds(const ir::Graph& graph,
                                    const std::map<std::string, float>& thresholds,
                                    QuantizeSummary* summary = nullptr);
 
-// The whole pipeline: fold batch norms, calibrate, rewrite.
-ir::Graph quantize(const ir::Graph& float_graph, const std::vector<ref::TensorMap>& samples,
+// The whole pipeline: fold batch norms, calibrate, rewrite. The graph transformations above
+// take their graph by value: move a graph in that is not needed afterwards (a resnet50's
+// weights are 100 MB to copy).
+ir::Graph quantize(ir::Graph float_graph, const std::vector<ref::TensorMap>& samples,
                    const QuantizeOptions& options, QuantizeSummary* summary = nullptr);
 
 // Calibration samples for a single-input graph from a folder of .npy files or one .npy file.

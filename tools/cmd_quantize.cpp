@@ -98,7 +98,7 @@ void run_quantize(const QuantizeArgs& args) {
   ProgressBar bar(!args.quiet);
   options.progress = [&](std::size_t done, std::size_t total) { bar.update(done, total); };
   quant::QuantizeSummary summary;
-  ir::Graph quantized = quant::quantize(model, samples, options, &summary);
+  ir::Graph quantized = quant::quantize(std::move(model), samples, options, &summary);
   onnxio::save_onnx(quantized, args.output);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
