@@ -404,6 +404,28 @@ TEST(Calibration, EntropyDoesNotClipASparseTensor) {
 
 // torch writes Identity(initializer) for equal parameters; the Conv behind it must still be
 // quantized (resnet18 had 16 of 20 convs left in float before this fold).
+// Weights are w / scale rounded half to even (scale = max |w| / 127), clamped to +-127: here
+// scale is 1, so the ties 0.5, 1.5, 2.5, -2.5 go to 0, 2, 2, -2, and 126.5 to 126.
+TEST(WeightQuantization, RoundsHalfToEven) {
+  ir::Graph g;
+  g.name = "ties";
+  g.opset = 13;
+  g.opsets[""] = 13;
+  g.tensors["x"] = ir::Tensor{"x", ir::DType::kFloat32, {1, 1, 3, 3}, {}};
+  g.tensors["w"] = ir::make_tensor<float>(
+      {1, 1, 3, 3}, {0.5f, 1.5f, 2.5f, -2.5f, 126.5f, -127.0f, 0.49999997f, -0.5f, 3.5f}, "w");
+  g.tensors["y"] = ir::Tensor{"y", ir::DType::kFloat32, {1, 1, 1, 1}, {}};
+  g.inputs = {"x"};
+  g.outputs = {"y"};
+  g.nodes = {ir::Node{"conv", "Conv", "", {"x", "w"}, {"y"}, {}}};
+  const ir::Graph q = quantize_with_thresholds(g, {{"x", 1.0f}, {"y", 1.0f}});
+  const ir::Node& conv = q.nodes.at(1);
+  ASSERT_EQ(conv.op_type, "QLinearConv");
+  EXPECT_FLOAT_EQ(q.tensor(conv.inputs[4]).as<float>()[0], 1.0f);
+  EXPECT_EQ(ir::to_vector<std::int8_t>(q.tensor(conv.inputs[3])),
+            (std::vector<std::int8_t>{0, 2, 2, -2, 126, -127, 0, 0, 4}));
+}
+
 TEST(ConstantIdentities, ConvBehindIdentityIsQuantized) {
   ir::Graph g;
   g.name = "identity_bias";
