@@ -514,6 +514,10 @@ std::map<std::string, float> calibrate(const Graph& graph,
   std::vector<std::vector<KeptValue>> kept(samples.size());
   std::vector<char> is_kept(samples.size(), 0);
   const std::size_t keep_share = histograms ? options.kept_activation_bytes / workers : 0;
+  std::set<std::string> measurable;  // node outputs calibration measures (if float): kept
+  for (const Node& n : graph.nodes)
+    for (const auto& o : n.outputs)
+      if (!o.empty() && !pre_activation.count(o)) measurable.insert(o);
   auto observe = [&](int pass) {
     std::vector<std::map<std::string, Stats>> part(workers);
     std::vector<std::map<std::string, Tensor>> seen_part(workers);
@@ -534,7 +538,11 @@ std::map<std::string, float> calibrate(const Graph& graph,
         ref::TensorMap all_values;
         ref::RunOptions run;
         run.conv_weights = &weight_cache;
-        if (pass == 0 && keep_share > 0) run.all_values = &all_values;
+        run.release_dead_values = true;  // what is measured is read in after_node
+        if (pass == 0 && keep_share > 0) {
+          run.all_values = &all_values;
+          run.retain = &measurable;
+        }
         run.after_node = [&](const Node& node, const ref::TensorMap& values) {
           if (observed && pass == 0)
             for (const auto& o : node.outputs) {
@@ -575,6 +583,7 @@ std::map<std::string, float> calibrate(const Graph& graph,
                 is_kept[i] = 1;
               } else {
                 run.all_values = nullptr;  // full: the rest of this block runs again in pass 1
+                run.retain = nullptr;
               }
               all_values.clear();
             }

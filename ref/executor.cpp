@@ -1,5 +1,7 @@
 #include "ref/executor.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 #include "ir/tensor_util.h"
 #include "ref/kernel_registry.h"
@@ -31,6 +33,16 @@ std::string node_label(const ir::Node& node) {
 }
 
 }  // namespace
+
+ir::Tensor OpInputs::output_over(std::size_t i, ir::DType dtype, const ir::Shape& shape) const {
+  if (i < donatable.size() && donatable[i] && donatable[i]->dtype == dtype &&
+      donatable[i]->shape == shape && !donatable[i]->data.empty()) {
+    ir::Tensor out = std::move(*donatable[i]);
+    out.name.clear();
+    return out;
+  }
+  return ir::make_tensor(dtype, shape);
+}
 
 bool is_supported(const std::string& domain, const std::string& op_type) {
   return kernels().count({normal_domain(domain), op_type}) != 0;
@@ -75,7 +87,29 @@ TensorMap run_graph(const ir::Graph& graph, const TensorMap& inputs, const RunOp
     return constant;
   };
 
-  for (const ir::Node& node : graph.nodes) {
+  // With release_dead_values: the index of the last node reading each value; values that must
+  // outlive it (graph outputs, `retain`) are left out.
+  std::map<std::string, std::size_t> last_reader;
+  if (options.release_dead_values) {
+    for (std::size_t k = 0; k < graph.nodes.size(); ++k)
+      for (const auto& name : graph.nodes[k].inputs)
+        if (!name.empty()) last_reader[name] = k;
+    for (const auto& name : graph.outputs) last_reader.erase(name);
+    if (options.retain)
+      for (const auto& name : *options.retain) last_reader.erase(name);
+  }
+  // Whether `name` may be dropped after node k (read by no later node, not kept).
+  auto dead_after = [&](const std::string& name, std::size_t k) {
+    if (!options.release_dead_values || name.empty()) return false;
+    auto it = last_reader.find(name);
+    if (it != last_reader.end()) return it->second == k;
+    // Read by no node: dropped after it is made unless it must be kept.
+    return std::find(graph.outputs.begin(), graph.outputs.end(), name) == graph.outputs.end() &&
+           !(options.retain && options.retain->count(name));
+  };
+
+  for (std::size_t k = 0; k < graph.nodes.size(); ++k) {
+    const ir::Node& node = graph.nodes[k];
     auto kernel = kernels().find({normal_domain(node.domain), node.op_type});
     if (kernel == kernels().end())
       fail("{}: op is not supported by the reference executor", node_label(node));
@@ -89,6 +123,7 @@ TensorMap run_graph(const ir::Graph& graph, const TensorMap& inputs, const RunOp
       if (name.empty()) {
         in.tensors.push_back(nullptr);
         in.constant.push_back(false);
+        in.donatable.push_back(nullptr);
         continue;
       }
       bool is_constant = false;
@@ -98,6 +133,11 @@ TensorMap run_graph(const ir::Graph& graph, const TensorMap& inputs, const RunOp
              node_label(node), name);
       in.tensors.push_back(t);
       in.constant.push_back(is_constant);
+      ir::Tensor* donatable = nullptr;
+      if (!is_constant && dead_after(name, k) &&
+          std::count(node.inputs.begin(), node.inputs.end(), name) == 1)
+        donatable = &values.find(name)->second;
+      in.donatable.push_back(donatable);
     }
     std::vector<ir::Tensor> outs;
     try {
@@ -114,6 +154,12 @@ TensorMap run_graph(const ir::Graph& graph, const TensorMap& inputs, const RunOp
       values[node.outputs[i]] = std::move(outs[i]);
     }
     if (options.after_node) options.after_node(node, values);
+    if (options.release_dead_values) {
+      for (const auto& name : node.inputs)
+        if (dead_after(name, k)) values.erase(name);
+      for (const auto& name : node.outputs)
+        if (dead_after(name, k)) values.erase(name);
+    }
   }
 
   TensorMap result;

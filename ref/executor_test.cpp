@@ -56,6 +56,51 @@ TEST(Executor, RunsNodesInOrderAndReportsEachNode) {
   EXPECT_THAT(seen, ElementsAre("conv", "relu", "flat"));
 }
 
+// release_dead_values: the same outputs, bit for bit, as the run that keeps every value, on a
+// graph whose Relu and Adds may write over dead inputs: x -> conv -> c -> Relu -> r;
+// c2 = conv(r); s = r + c2; t = s + x; u = t - 1.5 (a broadcast: never over an input);
+// y = u * r. `retain` keeps a dead value to the end for all_values; r, read later, is never
+// written over.
+TEST(Executor, ReleasingDeadValuesGivesTheSameResultsAndReusesStorage) {
+  ir::Graph g = small_float_graph();
+  g.outputs = {"y"};
+  g.tensors["one"] = ir::make_tensor<float>({1, 1, 1, 1}, {1.5f}, "one");
+  g.nodes.pop_back();  // Flatten
+  g.nodes.push_back(node("conv2", "Conv", {"r", "w", "b"}, {"c2"}));
+  g.nodes.push_back(node("add", "Add", {"r", "c2"}, {"s"}));
+  g.nodes.push_back(node("add2", "Add", {"s", "x"}, {"t"}));
+  g.nodes.push_back(node("sub", "Sub", {"t", "one"}, {"u"}));
+  g.nodes.push_back(node("mul", "Mul", {"u", "r"}, {"y"}));
+  const TensorMap in{{"x", ir::make_tensor<float>({1, 1, 2, 2}, {-3, -0.5f, 0, 4})}};
+  // c = 2x+1 = -5 0 1 9; r = 0 0 1 9; c2 = 1 1 3 19; s = 1 1 4 28; t = -2 .5 4 32;
+  // u = -3.5 -1 2.5 30.5; y = u * r = -0 -0 2.5 274.5
+  const TensorMap plain = run_graph(g, in);
+  EXPECT_THAT(ir::to_vector<float>(plain.at("y")), ElementsAre(-0.f, -0.f, 2.5f, 274.5f));
+  std::map<std::string, const std::uint8_t*> storage;
+  RunOptions options;
+  options.release_dead_values = true;
+  const std::set<std::string> retain{"c2"};
+  TensorMap all;
+  options.after_node = [&](const ir::Node& n, const TensorMap& values) {
+    storage[n.outputs[0]] = values.at(n.outputs[0]).data.data();
+  };
+  const TensorMap released = run_graph(g, in, options);
+  EXPECT_EQ(released.at("y").data, plain.at("y").data);
+  EXPECT_EQ(storage.at("r"), storage.at("c"));   // Relu over its dead input
+  EXPECT_EQ(storage.at("s"), storage.at("c2"));  // Add over c2, not over r (read later)
+  EXPECT_NE(storage.at("u"), storage.at("t"));   // broadcast
+  EXPECT_EQ(storage.at("y"), storage.at("u"));   // both Mul inputs are dead: over the first
+  options.retain = &retain;
+  options.all_values = &all;
+  const TensorMap kept = run_graph(g, in, options);
+  EXPECT_EQ(kept.at("y").data, plain.at("y").data);
+  EXPECT_NE(storage.at("s"), storage.at("c2"));  // c2 is kept: the Add allocates
+  EXPECT_EQ(ir::to_vector<float>(all.at("c2")), (std::vector<float>{1, 1, 3, 19}));
+  EXPECT_FALSE(all.count("c")) << "dropped after the Relu wrote over it";
+  EXPECT_FALSE(all.count("s"));
+  EXPECT_TRUE(all.count("y"));
+}
+
 // A conv weight cache keeps only the graph's constant weights: weights fed as a graph input,
 // changed in place between runs (same address), must be read afresh every run.
 TEST(Executor, ConvWeightCacheKeepsOnlyConstantWeights) {

@@ -23,12 +23,19 @@ Kernel binary(Op op) {
     if (a.dtype != b.dtype)
       fail("operands differ in type: {} and {}", ir::dtype_name(a.dtype), ir::dtype_name(b.dtype));
     const ir::Shape shape = broadcast_shapes(a.shape, b.shape);
-    Tensor out = ir::make_tensor(a.dtype, shape);
-    dispatch_numeric(a.dtype, [&](auto tag) {
+    const ir::DType dtype = a.dtype;
+    const std::uint8_t *da = a.data.data(), *db = b.data.data();
+    const bool same_shape = a.shape == b.shape;
+    // Without broadcast, the output may take a dead input's storage (element i is read before
+    // it is written).
+    Tensor out = !same_shape                                  ? ir::make_tensor(dtype, shape)
+                 : in.donatable.size() > 0 && in.donatable[0] ? in.output_over(0, dtype, shape)
+                                                              : in.output_over(1, dtype, shape);
+    dispatch_numeric(dtype, [&](auto tag) {
       using T = decltype(tag);
-      const T *pa = a.as<T>(), *pb = b.as<T>();
+      const T *pa = reinterpret_cast<const T*>(da), *pb = reinterpret_cast<const T*>(db);
       T* y = out.as_mutable<T>();
-      if (a.shape == b.shape) {  // no broadcast (residual adds): a plain loop
+      if (same_shape) {  // no broadcast (residual adds): a plain loop
         const std::int64_t n = ir::element_count(shape);
         for (std::int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(op(pa[i], pb[i]));
         return;
@@ -58,12 +65,14 @@ Kernel unary_float(Fn fn) {
 Outputs relu(const ir::Node&, const OpInputs& in) {
   const Tensor& x = in.at(0);
   check_data(x, "input");
-  Tensor out = ir::make_tensor(x.dtype, x.shape);
-  dispatch_numeric(x.dtype, [&](auto tag) {
+  const ir::DType dtype = x.dtype;
+  const std::uint8_t* data = x.data.data();
+  const std::int64_t n = ir::element_count(x.shape);
+  Tensor out = in.output_over(0, dtype, x.shape);  // in place when x is dead
+  dispatch_numeric(dtype, [&](auto tag) {
     using T = decltype(tag);
-    const T* p = x.as<T>();
+    const T* p = reinterpret_cast<const T*>(data);
     T* y = out.as_mutable<T>();
-    const std::int64_t n = ir::element_count(x.shape);
     for (std::int64_t i = 0; i < n; ++i) y[i] = p[i] < T{0} ? T{0} : p[i];
   });
   return one(std::move(out));

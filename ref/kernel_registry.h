@@ -20,6 +20,10 @@ struct OpInputs {
   std::vector<bool> constant;  // per input: a constant of the graph (not computed per run)
   std::int64_t opset = 13;     // the graph's opset for the node's domain
   ConvWeightCache* conv_weights = nullptr;  // RunOptions::conv_weights
+  // Per input: its tensor in the executor's values when no later node reads it and the run
+  // releases dead values (RunOptions::release_dead_values), so a kernel may write its output
+  // over it (output_over); else nullptr.
+  std::vector<ir::Tensor*> donatable;
 
   std::size_t size() const { return tensors.size(); }
   const ir::Tensor* optional(std::size_t i) const {
@@ -29,6 +33,11 @@ struct OpInputs {
     if (!optional(i)) fail("required input {} is missing", i);
     return *tensors[i];
   }
+  // The tensor to write an element-wise output of this type and shape into: input i's own
+  // storage when it is donatable and has that type and shape (input i is then empty: read
+  // its data pointer, shape and count first, and write element k only after reading element k),
+  // else a new tensor.
+  ir::Tensor output_over(std::size_t i, ir::DType dtype, const ir::Shape& shape) const;
 };
 
 // Returns the node's outputs in order (names are filled in by the executor).
