@@ -84,8 +84,6 @@ BlockTiming run_fc(LayerContext& ctx) {
                    "(ceil_mod(rows, 32) x ceil_mod(cols, 32))",
                    weight_start, weight_end, blob_bytes, rows, cols);
   ctx.check_dram_range(Field::FC_WeightStartAddress, weight_start, blob_bytes);
-  const Bytes w =
-      ctx.dram.read(weight_start, blob_bytes, ctx.field_name(Field::FC_WeightStartAddress));
 
   const std::uint64_t kitr = cols_padded / kVaSize;
   if (out.kernel_itr != kitr)
@@ -105,17 +103,31 @@ BlockTiming run_fc(LayerContext& ctx) {
   if (tail.global_pool())
     ctx.fail_field(Field::TailBlock_GblPoolEn, "is 1, but an FC output has no image to pool");
 
-  // int32 accumulation: |sum| <= 32768 * 2^14 = 2^29, no wrap.
-  std::vector<std::int32_t> acc(cols, 0);
-  for (std::uint64_t i = 0; i < kitr; ++i)
-    for (std::uint64_t j = 0; j < rows; ++j) {
-      const std::int32_t xv = x[j];
-      if (xv == 0) continue;
-      const std::uint8_t* wrow = w.data() + (i * rows_padded + j) * kVaSize;
-      const std::uint64_t n = std::min<std::uint64_t>(kVaSize, cols - i * kVaSize);
-      std::int32_t* a = acc.data() + i * kVaSize;
-      for (std::uint64_t k = 0; k < n; ++k) a[k] += xv * static_cast<std::int8_t>(wrow[k]);
-    }
+  // int32 accumulation: |sum| <= 32768 * 2^14 = 2^29, no wrap. The weights are read where they
+  // lie in DRAM, page piece by page piece (resnet50's 2 MiB blob was copied out every image);
+  // a 32-byte row may straddle two pieces when the blob does not start on a row boundary of a
+  // page, so rows are walked by byte position.
+  std::vector<std::int32_t> acc(cols_padded, 0);
+  ctx.dram.read_pages(weight_start, blob_bytes, ctx.field_name(Field::FC_WeightStartAddress),
+                      [&](std::uint64_t done, const std::uint8_t* data, std::uint64_t n) {
+                        if (data == nullptr)
+                          return;  // a page never written: zero weights add nothing
+                        for (std::uint64_t off = 0; off < n;) {
+                          const std::uint64_t row = (done + off) / kVaSize,
+                                              first = (done + off) % kVaSize;
+                          const std::uint64_t len = std::min(kVaSize - first, n - off);
+                          const std::uint64_t j = row % rows_padded;
+                          const std::int32_t xv = j < rows ? x[j] : 0;
+                          if (xv != 0) {
+                            // Padded neurons (>= cols) sum into acc's padding, which nothing reads.
+                            std::int32_t* a = acc.data() + (row / rows_padded) * kVaSize + first;
+                            const std::uint8_t* w = data + off;
+                            for (std::uint64_t k = 0; k < len; ++k)
+                              a[k] += xv * static_cast<std::int8_t>(w[k]);
+                          }
+                          off += len;
+                        }
+                      });
 
   const std::uint64_t width = static_cast<std::uint64_t>(out.op_width);
   Bytes bytes(cols_padded * width, 0);

@@ -175,6 +175,36 @@ TEST(Fc, FlattensAConvOutputChannelMajor) {
   }
 }
 
+// resnet50's FC has a 2 MiB weight blob: the weights span several 64 KiB DRAM pages, read piece
+// by piece, with the blob starting at different places in its first page. Inputs with zeros (the
+// skipped products) and a neuron count that is not a multiple of 32.
+TEST(Fc, WeightsAcrossDramPagesMatchPlainLoops) {
+  const auto& arch = isa::kArch9x8x8;
+  for (const std::uint64_t lead : {0u, 32u, 96u}) {
+    FcSpec f;
+    f.k = 1500, f.m = 70, f.shift = 14;
+    fill(f, 17 + static_cast<std::uint32_t>(lead));
+    std::vector<std::int32_t> x(f.k);
+    std::mt19937 rng(5);
+    for (auto& v : x) v = rng() % 3 == 0 ? 0 : std::uniform_int_distribution<int>(-128, 127)(rng);
+    ProgramBuilder b{arch};
+    Bytes input(up(f.k, 32), 0);
+    for (int j = 0; j < f.k; ++j) input[j] = static_cast<std::uint8_t>(x[j]);
+    const std::uint32_t in_addr = b.alloc(input.size());
+    const std::uint32_t out_addr = b.alloc(up(f.m, 32));
+    if (lead != 0) b.add_blob(Bytes(lead, 0));  // shifts the weight blob inside its page
+    add_fc(b, f, false, 0, in_addr, input.size(), out_addr, true);
+    b.finish();
+    const auto dev = run_program(arch, b, in_addr, input, 8ull << 20);
+    const auto frames = isa::parse_dispatch_frames(dev->take_dispatch_output());
+    ASSERT_EQ(frames.size(), 1u);
+    const auto expected = ref_fc(f, x);
+    for (int o = 0; o < f.m; ++o)
+      EXPECT_EQ(static_cast<std::int8_t>(frames[0].payload[o]), expected[o])
+          << "lead " << lead << " o " << o;
+  }
+}
+
 TEST(Fc, RandomShapesMatchTheRefKernels) {
   namespace rg = npukit::ref::gati;
   std::mt19937 rng(12);
