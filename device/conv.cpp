@@ -21,6 +21,7 @@
 #include "common/parallel.h"
 #include "device/block.h"
 #include "device/conv_kernels.h"
+#include "device/depthwise.h"
 
 #include <algorithm>
 #include <array>
@@ -577,8 +578,8 @@ BlockTiming run_conv(LayerContext& ctx) {
   if (weights.ignored_rows) warn_ignored_rows(ctx, g);
   const std::vector<std::vector<Connection>>& connections = weights.connections;
 
-  // dense_conv and depthwise_lanes write every sum; the per-connection loop adds into acc.
-  // depthwise_lanes runs the whole layer with channels in the SIMD lanes when every output
+  // dense_conv and depthwise write every sum; the per-connection loop adds into acc.
+  // conv_kernels::depthwise runs the whole layer (device/depthwise.h) when every output
   // channel k reads input channel k alone (the usual depthwise blob): the same products, so the
   // same int32 sums (exact, see the top of this file); there are no partial sums to snapshot,
   // a depthwise conv having one channel iteration.
@@ -612,7 +613,7 @@ BlockTiming run_conv(LayerContext& ctx) {
   thread_local conv_kernels::PlaneSet reused_planes;  // reused, like the buffers above
   conv_kernels::PlaneSet& plane_set = reused_planes;  // what the parallel_for workers read
   if (lanes_path)
-    conv_kernels::depthwise_lanes(
+    conv_kernels::depthwise(
         {planes, g.kn, g.padded_h, g.padded_w, g.kh, g.kw, g.stride, weights.lane_taps.data()},
         acc);
   const bool per_connection = !dense && !lanes_path;

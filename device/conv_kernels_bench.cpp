@@ -4,6 +4,7 @@
 // reads, where the AVX2 level may take its u8 path). Rates are of CPU time.
 #include "common/cpu.h"
 #include "device/conv_kernels.h"
+#include "device/depthwise.h"
 
 #include <benchmark/benchmark.h>
 
@@ -78,10 +79,13 @@ BENCHMARK(BM_DenseConv)
     ->Unit(benchmark::kMillisecond);
 
 // Depthwise 3x3 (one input plane per output channel, as conv.cpp runs kDepthwise layers) on
-// mobilenet_v2's depthwise shapes, either way conv.cpp can run it: lanes 0 = pack_planes once per
-// call plus connection_conv per channel, lanes 1 = depthwise_lanes (channels in the SIMD lanes,
-// the whole layer in one call, its packing included). Args: channels, input size (square, before
-// padding), stride, lanes, level (1 scalar, 2 avx2).
+// mobilenet_v2's depthwise shapes, each way conv.cpp can run it. form 0 = pack_planes once per
+// call plus connection_conv per channel; 1 = depthwise_lanes (channels in the SIMD lanes);
+// 2 = depthwise() as conv.cpp calls it (device/depthwise.h: planar at strides 1 and 2). The timed
+// region is a whole layer from the padded int8 planes to the int32 sums in [channel][pixel]
+// order, every packing, widening and transpose the form needs included (what the device pays
+// per image); MAC/s counts real MACs (9 per output pixel). Args: channels, input size (square,
+// before padding), stride, form, level (1 scalar, 2 avx2).
 void BM_Depthwise(benchmark::State& state) {
   const auto level = static_cast<npukit::Isa>(state.range(4));
   if (!npukit::cpu::supports(level)) {
@@ -91,7 +95,7 @@ void BM_Depthwise(benchmark::State& state) {
   const std::uint64_t c = static_cast<std::uint64_t>(state.range(0));
   const std::uint64_t hw = static_cast<std::uint64_t>(state.range(1)) + 2;  // padded by 1
   const std::uint64_t s = static_cast<std::uint64_t>(state.range(2));
-  const bool lanes = state.range(3) != 0;
+  const std::int64_t form = state.range(3);
   std::mt19937 rng(1);
   std::vector<std::int8_t> planes(c * hw * hw), taps(c * 9);
   for (auto& v : planes) v = static_cast<std::int8_t>(rng() % 256 - 128);
@@ -101,7 +105,9 @@ void BM_Depthwise(benchmark::State& state) {
   PlaneSet set;
   const DepthwiseLanes conv{planes.data(), c, hw, hw, 3, 3, s, taps.data()};
   for (auto _ : state) {
-    if (lanes) {
+    if (form == 2) {
+      depthwise(conv, acc.data(), level);
+    } else if (form == 1) {
       depthwise_lanes(conv, acc.data(), level);
     } else {
       pack_planes(planes.data(), c, hw, hw, 3, 3, s, set);
@@ -116,11 +122,13 @@ void BM_Depthwise(benchmark::State& state) {
   state.SetLabel(std::string(npukit::cpu::name(level)));
 }
 BENCHMARK(BM_Depthwise)
-    ->ArgNames({"c", "hw", "s", "lanes", "isa"})
-    ->ArgsProduct({{96}, {112}, {2}, {0, 1}, {1, 2}})
-    ->ArgsProduct({{144}, {56}, {1}, {0, 1}, {1, 2}})
-    ->ArgsProduct({{384}, {14}, {1}, {0, 1}, {1, 2}})
-    ->ArgsProduct({{960}, {7}, {1}, {0, 1}, {1, 2}})
+    ->ArgNames({"c", "hw", "s", "form", "isa"})
+    ->ArgsProduct({{96}, {112}, {2}, {0, 1, 2}, {1, 2}})
+    ->ArgsProduct({{144}, {56}, {1}, {0, 1, 2}, {1, 2}})
+    ->ArgsProduct({{384}, {14}, {1}, {0, 1, 2}, {1, 2}})
+    ->ArgsProduct({{960}, {7}, {1}, {0, 1, 2}, {1, 2}})
+    ->ArgsProduct({{32}, {112}, {1}, {1, 2}, {2}})
+    ->ArgsProduct({{576}, {14}, {2}, {1, 2}, {2}})
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -1,0 +1,35 @@
+// device/depthwise.h: the choice of form and the checks; the kernels are in depthwise_avx2.cpp
+// (planar) and conv_kernels*.cpp (lanes, and the scalar loop).
+#include "device/depthwise.h"
+
+#include "common/error.h"
+#include "common/parallel.h"
+
+#include <algorithm>
+
+namespace npukit::device::conv_kernels {
+
+bool depthwise_planar_fits(const DepthwiseLanes& c) {
+  return (c.stride == 1 || c.stride == 2) && c.kh >= 1 && c.kw >= 1 && c.kh * c.kw <= 16 &&
+         c.padded_h >= c.kh && c.padded_w >= c.kw;
+}
+
+void depthwise(const DepthwiseLanes& c, std::int32_t* acc, Isa isa, DepthwiseForm form) {
+  const Isa level = cpu::resolve(isa, "depthwise");
+  const bool avx2 = cpu::path_allowed(level, Isa::kAvx2);
+  if (form == DepthwiseForm::kPlanar && !depthwise_planar_fits(c))
+    fail(
+        "depthwise: the planar form takes strides 1 and 2 with kh * kw <= 16, not a {}x{} "
+        "kernel with stride {} on a {}x{} plane",
+        c.kh, c.kw, c.stride, c.padded_h, c.padded_w);
+  const bool planar = avx2 && form != DepthwiseForm::kLanes && depthwise_planar_fits(c);
+  if (!planar) return depthwise_lanes(c, acc, level);
+  // Channels are independent (own plane, own acc rows): 8 per index, so each work unit is
+  // more than a 7x7 plane.
+  constexpr std::uint64_t kGroup = 8;
+  parallel_for((c.channels + kGroup - 1) / kGroup, [&](std::uint64_t g) {
+    detail::depthwise_planar_avx2(c, g * kGroup, std::min(c.channels, (g + 1) * kGroup), acc);
+  });
+}
+
+}  // namespace npukit::device::conv_kernels

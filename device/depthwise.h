@@ -1,0 +1,39 @@
+// Depthwise layers whole (issue 13): output channel k reads input plane k alone through its own
+// kh*kw taps (kh * kw <= 16, a PE column's rows), summed exactly in int32 (|sum| <= 16 * 2^14).
+//
+// Two forms, chosen per shape by `depthwise` (both give the same integers; only speed differs):
+// - planar (AVX2, strides 1 and 2): one channel at a time, 8 output pixels of a row in the 8
+//   int32 lanes, output rows written straight into the channel's acc plane (no transposes). Taps
+//   go in horizontally adjacent pairs (j, j + 1) so one _mm256_madd_epi16 does 2 taps for 8
+//   pixels (a 3x3 kernel is 3 rows x 2 pairs, the odd tap paired with weight 0). The int16 pair
+//   words are built per channel, into a per-thread buffer that stays in L1/L2, straight from the
+//   int8 plane with _mm256_cvtepi8_epi16: at stride 1 a "pair plane" (word f = (x[f], x[f + 1]),
+//   one unpack and one widening per 8 words), at stride 2 the plane widened to int16 is already
+//   the pair plane of the outputs (word m = (x[2m], x[2m + 1])), so output x's pair (j, j + 1)
+//   is word x + j/2.
+// - lanes (conv_kernels::depthwise_lanes): 8 channels in the lanes; strides 3 and 4.
+// The scalar level is depthwise_lanes' plain loop.
+#pragma once
+
+#include "device/conv_kernels.h"
+
+namespace npukit::device::conv_kernels {
+
+enum class DepthwiseForm { kAuto, kPlanar, kLanes };
+
+// Whether the planar form takes this shape (strides 1 and 2, kh * kw <= 16).
+bool depthwise_planar_fits(const DepthwiseLanes& conv);
+
+// acc[k * oh*ow + p] = the sum over taps of taps[k][t] * input (overwritten; exact in int32).
+// form kPlanar on a shape it does not fit throws; kAuto picks planar where it fits at AVX2 and
+// above, lanes otherwise (the scalar level is the same plain loop for both).
+void depthwise(const DepthwiseLanes& conv, std::int32_t* acc, Isa isa = Isa::kAuto,
+               DepthwiseForm form = DepthwiseForm::kAuto);
+
+namespace detail {
+// The planar form for the channels [k_begin, k_end).
+void depthwise_planar_avx2(const DepthwiseLanes& conv, std::uint64_t k_begin, std::uint64_t k_end,
+                           std::int32_t* acc);
+}  // namespace detail
+
+}  // namespace npukit::device::conv_kernels
