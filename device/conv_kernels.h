@@ -30,6 +30,7 @@ struct PackedWeights {
 };
 struct WeightPacks {
   PackedWeights pairs, pairs8, quads128, quads0;
+  PackedWeights winograd;  // U = G' g G'^T in w (device/conv_winograd.h)
 };
 
 struct DenseConv {
