@@ -479,6 +479,34 @@ void accumulate(Stats& s, const std::string& name, const std::string& where, int
   }
 }
 
+// The exact zeros (+0 and -0) among p[0, n).
+std::uint64_t count_zeros(const float* p, std::size_t n) {
+  std::uint64_t zeros = 0;
+  std::size_t i = 0;
+#if defined(__SSE2__)
+  constexpr unsigned char kBits[16] = {0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4};
+  for (; i + 4 <= n; i += 4)
+    zeros += kBits[_mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(p + i), _mm_setzero_ps()))];
+#endif
+  for (; i < n; ++i) zeros += p[i] == 0.0f;
+  return zeros;
+}
+
+// The values of p[0, n) that are not exact zeros, in order (`zeros` of them are).
+std::vector<float> copy_nonzero(const float* p, std::size_t n, std::uint64_t zeros) {
+  // Branchless: each value is stored and the end moves on past the non-zero ones, so the
+  // buffer has room for one more.
+  std::vector<float> out(n - zeros + 1);
+  float* o = out.data();
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    o[k] = p[i];
+    k += p[i] != 0.0f;
+  }
+  out.pop_back();
+  return out;
+}
+
 // Records that tensor `name` was seen with this type and shape: what differs between sightings
 // becomes unknown (the type, or a dimension as -1; a change of rank makes the type unknown).
 void note_seen(std::map<std::string, Tensor>& seen_map, const std::string& name, DType dtype,
@@ -525,16 +553,13 @@ std::map<std::string, float> calibrate(const Graph& graph,
   // those samples from memory instead of running the float graph again (half of calibration's
   // time); the samples that did not fit run again. The counts are the same either way.
   struct KeptValue {
-    const std::string* name;  // a node output's name: the graph's
-    Tensor value;
+    const std::string* name;     // a node output's name: the graph's
+    std::vector<float> nonzero;  // the values but the exact zeros (half of a Relu's output) ...
+    std::uint64_t zeros = 0;     // ... counted here
   };
   std::vector<std::vector<KeptValue>> kept(samples.size());
   std::vector<char> is_kept(samples.size(), 0);
   const std::size_t keep_share = histograms ? options.kept_activation_bytes / workers : 0;
-  std::set<std::string> measurable;  // node outputs calibration measures (if float): kept
-  for (const Node& n : graph.nodes)
-    for (const auto& o : n.outputs)
-      if (!o.empty() && !pre_activation.count(o)) measurable.insert(o);
   auto observe = [&](int pass) {
     std::vector<std::map<std::string, Stats>> part(workers);
     std::vector<std::map<std::string, Tensor>> seen_part(workers);
@@ -551,15 +576,11 @@ std::map<std::string, float> calibrate(const Graph& graph,
       try {
         auto& my = part[w];
         std::size_t kept_bytes = 0;
-        std::vector<const std::string*> measured;  // this run's, in order
-        ref::TensorMap all_values;
+        bool keeping = pass == 0 && keep_share > 0;
+        std::vector<KeptValue>* keep_into = nullptr;  // this sample's, while it fits
         ref::RunOptions run;
         run.conv_weights = &weight_cache;
-        run.release_dead_values = true;  // what is measured is read in after_node
-        if (pass == 0 && keep_share > 0) {
-          run.all_values = &all_values;
-          run.retain = &measurable;
-        }
+        run.release_dead_values = true;  // what is measured is read (and copied) in after_node
         run.after_node = [&](const Node& node, const ref::TensorMap& values) {
           if (observed && pass == 0)
             for (const auto& o : node.outputs) {
@@ -571,7 +592,18 @@ std::map<std::string, float> calibrate(const Graph& graph,
               values, node.outputs, [&](const std::string& name, const float* p, std::size_t n) {
                 if (pre_activation.count(name)) return;
                 accumulate(my[name], name, "output of node '" + node.name + "'", pass, p, n);
-                if (run.all_values) measured.push_back(&name);
+                if (!keep_into) return;
+                // Copied while in cache, without the exact zeros (the executor's buffer is
+                // then free for the next values).
+                const std::uint64_t zeros = count_zeros(p, n);
+                kept_bytes += (n - zeros) * sizeof(float);
+                if (kept_bytes > keep_share) {  // full: this sample and the rest run again
+                  keep_into->clear();
+                  keep_into = nullptr;
+                  keeping = false;
+                  return;
+                }
+                keep_into->push_back({&name, copy_nonzero(p, n, zeros), zeros});
               });
         };
         const std::size_t first = samples.size() * w / workers;
@@ -583,27 +615,20 @@ std::map<std::string, float> calibrate(const Graph& graph,
                            accumulate(my[name], name, "graph input", pass, p, n);
                          });
           if (pass == 1 && is_kept[i]) {
-            for (KeptValue& v : kept[i])
-              accumulate(my[*v.name], *v.name, "", pass, v.value.as<float>(),
-                         static_cast<std::size_t>(ir::stored_count(v.value)));
+            for (KeptValue& v : kept[i]) {
+              Stats& st = my[*v.name];
+              accumulate(st, *v.name, "", pass, v.nonzero.data(), v.nonzero.size());
+              if (st.max_abs > 0) {  // as accumulate counts an exact zero
+                st.bins[0] += v.zeros;
+                st.zeros += v.zeros;
+              }
+            }
             kept[i] = {};
           } else {
-            measured.clear();
+            keep_into = keeping ? &kept[i] : nullptr;
             ref::run_graph(graph, samples[i], run);
-            if (run.all_values) {
-              std::size_t bytes = 0;
-              for (const std::string* name : measured) bytes += all_values.at(*name).data.size();
-              if (kept_bytes + bytes <= keep_share) {
-                kept_bytes += bytes;
-                for (const std::string* name : measured)
-                  kept[i].push_back({name, std::move(all_values.at(*name))});
-                is_kept[i] = 1;
-              } else {
-                run.all_values = nullptr;  // full: the rest of this block runs again in pass 1
-                run.retain = nullptr;
-              }
-              all_values.clear();
-            }
+            if (keep_into) is_kept[i] = 1;
+            keep_into = nullptr;
           }
           if (options.progress) {
             const std::lock_guard lock(progress_mutex);

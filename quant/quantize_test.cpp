@@ -188,7 +188,9 @@ TEST(Calibration, AReluInputTakesTheReluOutputsThreshold) {
     const auto t = calibrate(g, relu_samples(), o);
     EXPECT_FLOAT_EQ(t.at("x"), 3.0f);  // graph inputs are measured
     EXPECT_EQ(t.at("n"), t.at("y")) << calibration_name(m);
-    if (m == Calibration::kMinMax) EXPECT_FLOAT_EQ(t.at("y"), 3.0f);  // Relu(-x): 3 .25 1
+    if (m == Calibration::kMinMax) {
+      EXPECT_FLOAT_EQ(t.at("y"), 3.0f);  // Relu(-x): 3 .25 1
+    }
   }
   // Read by a second node too, n is measured itself: |-x| reaches 3 there as well, so compare
   // against x's threshold.
@@ -199,6 +201,35 @@ TEST(Calibration, AReluInputTakesTheReluOutputsThreshold) {
   o.method = Calibration::kMinMax;
   o.kept_activation_bytes = 0;
   EXPECT_FLOAT_EQ(calibrate(g, relu_samples(), o).at("n"), 3.0f);
+}
+
+// Kept values drop their exact zeros (+0 and -0: Neg of a zero) and count them: the thresholds
+// equal those of the samples run again, for each histogram method, with zeros, negative values
+// and a length that is not a multiple of 4.
+TEST(Calibration, KeptValuesWithoutTheirZerosGiveTheSameThresholds) {
+  const std::int64_t n = 103;
+  ir::Graph g = relu_graph();
+  g.tensors["x"].shape = {1, n};
+  g.tensors["y"] = ir::Tensor{"y", ir::DType::kFloat32, {1, n}, {}};
+  g.nodes = {ir::Node{"neg", "Neg", "", {"x"}, {"y"}, {}}};
+  std::vector<ref::TensorMap> samples;
+  for (std::size_t k = 0; k < 3; ++k) {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < v.size(); ++i)
+      v[i] = i % 3 == k ? 0.0f : static_cast<float>((i * 7919 + 13 * k) % 997) / 83.0f - 4.0f;
+    samples.push_back({{"x", ir::make_tensor<float>({1, n}, v, "x")}});
+  }
+  for (Calibration m : {Calibration::kPercentile, Calibration::kEntropy}) {
+    QuantizeOptions o;
+    o.method = m;
+    o.histogram_bins = 256;
+    o.quantized_bins = 16;
+    o.percentile = 90;
+    o.kept_activation_bytes = 0;
+    const float again = calibrate(g, samples, o).at("y");
+    o.kept_activation_bytes = QuantizeOptions{}.kept_activation_bytes;
+    EXPECT_EQ(calibrate(g, samples, o).at("y"), again) << calibration_name(m);
+  }
 }
 
 // Histogram calibration keeps pass 0's values for pass 1 within kept_activation_bytes and runs

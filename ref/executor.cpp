@@ -87,25 +87,22 @@ TensorMap run_graph(const ir::Graph& graph, const TensorMap& inputs, const RunOp
     return constant;
   };
 
-  // With release_dead_values: the index of the last node reading each value; values that must
-  // outlive it (graph outputs, `retain`) are left out.
+  // With release_dead_values: the index of the last node reading each value; graph outputs,
+  // which outlive the run, are left out.
   std::map<std::string, std::size_t> last_reader;
   if (options.release_dead_values) {
     for (std::size_t k = 0; k < graph.nodes.size(); ++k)
       for (const auto& name : graph.nodes[k].inputs)
         if (!name.empty()) last_reader[name] = k;
     for (const auto& name : graph.outputs) last_reader.erase(name);
-    if (options.retain)
-      for (const auto& name : *options.retain) last_reader.erase(name);
   }
   // Whether `name` may be dropped after node k (read by no later node, not kept).
   auto dead_after = [&](const std::string& name, std::size_t k) {
     if (!options.release_dead_values || name.empty()) return false;
     auto it = last_reader.find(name);
     if (it != last_reader.end()) return it->second == k;
-    // Read by no node: dropped after it is made unless it must be kept.
-    return std::find(graph.outputs.begin(), graph.outputs.end(), name) == graph.outputs.end() &&
-           !(options.retain && options.retain->count(name));
+    // Read by no node: dropped after it is made unless it is a graph output.
+    return std::find(graph.outputs.begin(), graph.outputs.end(), name) == graph.outputs.end();
   };
 
   for (std::size_t k = 0; k < graph.nodes.size(); ++k) {
@@ -168,7 +165,6 @@ TensorMap run_graph(const ir::Graph& graph, const TensorMap& inputs, const RunOp
     if (!t) fail("graph '{}': output '{}' was never computed", graph.name, name);
     result[name] = *t;
   }
-  if (options.all_values) *options.all_values = std::move(values);
   return result;
 }
 

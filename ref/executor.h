@@ -4,7 +4,6 @@
 
 #include <functional>
 #include <map>
-#include <set>
 #include <string>
 
 #include "ir/graph.h"
@@ -23,16 +22,12 @@ struct RunOptions {
   // oneDNN layout here from run to run. Use one cache with one graph, unchanged (threads running
   // that graph may share it).
   ConvWeightCache* conv_weights = nullptr;
-  // Optional: receives every value of the run (the inputs given and everything computed) when
-  // it ends, moved instead of freed (calibration keeps the values it measured this way).
-  TensorMap* all_values = nullptr;
-  // Memory: a value no later node reads is dropped after its last reader (graph outputs and the
-  // names in `retain` are kept to the end), and an element-wise kernel (Relu, Add, ...) may write
+  // Memory: a value no later node reads is dropped after its last reader (graph outputs are
+  // kept), and an element-wise kernel (Relu, Add, ...) may write
   // its output over such an input of the same type and shape instead of allocating: a network's
   // intermediates then take the memory of the live ones, not of all of them. after_node still
   // sees each node's outputs and its inputs (but for one written over).
   bool release_dead_values = false;
-  const std::set<std::string>* retain = nullptr;
 };
 
 // Runs `graph` on `inputs` (every non-constant graph input, by name) and returns the graph
