@@ -492,8 +492,10 @@ std::uint64_t count_zeros(const float* p, std::size_t n) {
   return zeros;
 }
 
-// The values of p[0, n) that are not exact zeros, in order (`zeros` of them are).
+// The values of p[0, n) that are not exact zeros, in order (`zeros` of them are; 0: all of
+// them).
 std::vector<float> copy_nonzero(const float* p, std::size_t n, std::uint64_t zeros) {
+  if (zeros == 0) return std::vector<float>(p, p + n);
   // Branchless: each value is stored and the end moves on past the non-zero ones, so the
   // buffer has room for one more.
   std::vector<float> out(n - zeros + 1);
@@ -593,9 +595,11 @@ std::map<std::string, float> calibrate(const Graph& graph,
                 if (pre_activation.count(name)) return;
                 accumulate(my[name], name, "output of node '" + node.name + "'", pass, p, n);
                 if (!keep_into) return;
-                // Copied while in cache, without the exact zeros (the executor's buffer is
-                // then free for the next values).
-                const std::uint64_t zeros = count_zeros(p, n);
+                // Copied while in cache (the executor's buffer is then free for the next
+                // values), without the exact zeros when they are many (a Relu's output, half
+                // of it): the branchless compaction costs more than a plain copy otherwise.
+                std::uint64_t zeros = count_zeros(p, n);
+                if (zeros < n / 4) zeros = 0;
                 kept_bytes += (n - zeros) * sizeof(float);
                 if (kept_bytes > keep_share) {  // full: this sample and the rest run again
                   keep_into->clear();
