@@ -10,7 +10,8 @@
 //   int8 plane with _mm256_cvtepi8_epi16: at stride 1 a "pair plane" (word f = (x[f], x[f + 1]),
 //   one unpack and one widening per 8 words), at stride 2 the plane widened to int16 is already
 //   the pair plane of the outputs (word m = (x[2m], x[2m + 1])), so output x's pair (j, j + 1)
-//   is word x + j/2.
+//   is word x + j/2: there the int8 plane is read directly, each load of 16 bytes widened to the
+//   8 words (a buffer only for the layer's last plane, whose loads could run past its end).
 // - lanes (conv_kernels::depthwise_lanes): 8 channels in the lanes; strides 3 and 4.
 // The scalar level is depthwise_lanes' plain loop.
 #pragma once

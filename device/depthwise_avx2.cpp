@@ -63,19 +63,24 @@ __attribute__((target("avx2"))) void widen(const std::int8_t* in, std::uint64_t 
                       _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(tmp))));
 }
 
+// 8 pair words from p: int16 elements as they are, or int8 ones widened on the way.
+template <typename T>
+__attribute__((target("avx2"), always_inline)) inline __m256i words_at(const T* p) {
+  if constexpr (sizeof(T) == 2)
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  else
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
 // The 8 sums of output pixels whose pair words start at p (see rows).
-template <int NP>
+template <int NP, typename T>
 __attribute__((target("avx2"), always_inline)) inline __m256i sum8(const __m256i* w,
                                                                    const std::int64_t* off,
-                                                                   std::uint64_t np,
-                                                                   const std::int16_t* p) {
-  __m256i s =
-      _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + off[0])), w[0]);
+                                                                   std::uint64_t np, const T* p) {
+  __m256i s = _mm256_madd_epi16(words_at(p + off[0]), w[0]);
 #pragma GCC unroll 16
   for (std::uint64_t q = 1; q < (NP > 0 ? static_cast<std::uint64_t>(NP) : np); ++q)
-    s = _mm256_add_epi32(
-        s,
-        _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + off[q])), w[q]));
+    s = _mm256_add_epi32(s, _mm256_madd_epi16(words_at(p + off[q]), w[q]));
   return s;
 }
 
@@ -87,8 +92,8 @@ __attribute__((target("avx2"), always_inline)) inline __m256i sum8(const __m256i
 // of the channel or of the next channels of the call, all written after it; a vector that would
 // reach `limit` (elements from `out`: past the call's channels) stores its row's pixels alone
 // (masked).
-template <int NP>
-__attribute__((target("avx2"))) void rows(const std::int16_t* X, std::uint64_t W, std::uint64_t oh,
+template <int NP, typename T>
+__attribute__((target("avx2"))) void rows(const T* X, std::uint64_t W, std::uint64_t oh,
                                           std::uint64_t ow, const __m256i* words,
                                           const std::int64_t* offsets, std::uint64_t n_pairs,
                                           std::uint64_t limit, std::int32_t* out) {
@@ -113,20 +118,20 @@ __attribute__((target("avx2"))) void rows(const std::int16_t* X, std::uint64_t W
   };
   if (ow <= 8) {  // small planes: one vector per row
     for (std::uint64_t y = 0; y < oh; ++y)
-      store(out + y * ow, sum8<NP>(w, off, np, X + 2 * y * W), y * ow, ow);
+      store(out + y * ow, sum8<NP, T>(w, off, np, X + 2 * y * W), y * ow, ow);
     return;
   }
   for (std::uint64_t y = 0; y < oh; ++y) {
-    const std::int16_t* row = X + 2 * y * W;
+    const T* row = X + 2 * y * W;
     std::int32_t* o = out + y * ow;
     std::uint64_t x = 0;
     for (; x + 16 <= ow; x += 16) {
-      const __m256i s0 = sum8<NP>(w, off, np, row + 2 * x);
-      const __m256i s1 = sum8<NP>(w, off, np, row + 2 * x + 16);
+      const __m256i s0 = sum8<NP, T>(w, off, np, row + 2 * x);
+      const __m256i s1 = sum8<NP, T>(w, off, np, row + 2 * x + 16);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + x), s0);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + x + 8), s1);
     }
-    for (; x < ow; x += 8) store(o + x, sum8<NP>(w, off, np, row + 2 * x), y * ow + x, ow - x);
+    for (; x < ow; x += 8) store(o + x, sum8<NP, T>(w, off, np, row + 2 * x), y * ow + x, ow - x);
   }
 }
 
@@ -158,26 +163,36 @@ __attribute__((target("avx2"))) void depthwise_planar_avx2(const DepthwiseLanes&
     }
   const __m128i pick_lo = _mm_load_si128(reinterpret_cast<const __m128i*>(pick));
   const __m128i pick_hi = _mm_load_si128(reinterpret_cast<const __m128i*>(pick + 16));
-  // Two buffers: channel k + 1's words are built while channel k's are read, so the loads never
-  // wait on stores just made. Every element a vector can read is written or was zeroed when the
-  // buffer grew; past the plane it only meets weight 0 or lanes that are not stored.
+  // The word buffers (two, see `ahead` below). Every element a vector can read is written or was
+  // zeroed when the buffer grew; past the plane it only meets weight 0 or lanes not stored.
   std::vector<std::int16_t>& buffer = thread_buffer<std::int16_t, WordsTag>();
   const std::uint64_t elements = ((s == 1 ? 2 * n : n) + 64 + 15) / 16 * 16;
-  if (buffer.size() < 2 * elements) buffer.resize(2 * elements);
+  if (buffer.size() < 2 * elements) buffer.resize(2 * elements);  // zeros when it grows
   std::int16_t* const X[2] = {buffer.data(), buffer.data() + elements};
+  // Loads may run 16 bytes past plane k when another plane of the layer follows. At stride 2
+  // the int8 plane is then read directly (widened by the loads, 16 bytes for 8 outputs), else
+  // its words are built in a buffer first.
+  auto overread = [&](std::uint64_t k) { return (c.channels - k - 1) * n >= 16; };
+  auto direct = [&](std::uint64_t k) { return s == 2 && overread(k); };
   auto build = [&](std::uint64_t k, std::int16_t* x) {
+    if (direct(k)) return;
     const std::int8_t* plane = c.planes + k * n;
-    // Loads may run 16 bytes past the plane when another plane of the layer follows.
-    const bool overread = (c.channels - k - 1) * n >= 16;
     if (s == 1)
-      pair_words(plane, n, overread, x);
+      pair_words(plane, n, overread(k), x);
     else
-      widen(plane, n, overread, x);
+      widen(plane, n, overread(k), x);
   };
-  build(k_begin, X[0]);
+  // Small planes: channel k + 1's words are built while channel k's are read, so the loads never
+  // wait on stores just made; large ones: one buffer, built just before it is read (two would
+  // not stay in L1, and the first stores are long done when the sums reach them).
+  const bool ahead = elements <= 4096;
+  if (ahead) build(k_begin, X[0]);
   for (std::uint64_t k = k_begin; k < k_end; ++k) {
-    const std::int16_t* x = X[(k - k_begin) % 2];
-    if (k + 1 < k_end) build(k + 1, X[(k + 1 - k_begin) % 2]);
+    const std::int16_t* x = X[ahead ? (k - k_begin) % 2 : 0];
+    if (!ahead)
+      build(k, X[0]);
+    else if (k + 1 < k_end)
+      build(k + 1, X[(k + 1 - k_begin) % 2]);
     // The channel's taps (16 bytes read when the layer's taps go on that far) to weight words.
     __m128i t;
     if ((c.channels - k) * taps >= 16) {
@@ -191,7 +206,12 @@ __attribute__((target("avx2"))) void depthwise_planar_avx2(const DepthwiseLanes&
                               _mm256_cvtepi8_epi16(_mm_shuffle_epi8(t, pick_hi))};
     std::int32_t* out = acc + k * P;
     const std::uint64_t limit = (k_end - k) * P;  // this channel's plane and the call's next ones
-    if (n_pairs == 6)
+    const std::int8_t* plane = c.planes + k * n;
+    if (direct(k) && n_pairs == 6)
+      rows<6>(plane, W, oh, ow, words, off, n_pairs, limit, out);
+    else if (direct(k))
+      rows<0>(plane, W, oh, ow, words, off, n_pairs, limit, out);
+    else if (n_pairs == 6)
       rows<6>(x, W, oh, ow, words, off, n_pairs, limit, out);
     else
       rows<0>(x, W, oh, ow, words, off, n_pairs, limit, out);
