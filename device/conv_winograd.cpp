@@ -1,7 +1,6 @@
 // The Winograd path of device/conv_winograd.h: the weight transform, the plain C++ transforms
-// and the driver (work units of a band of tile rows x 64 output channels, like the GEMM form's
-// units in conv_kernels.cpp, each writing its own acc / snapshot entries: any thread count gives
-// the same integers).
+// and the driver (work units of a band of tile rows, each transforming its own inputs and
+// writing its own acc / snapshot entries: any thread count gives the same integers).
 #include "device/conv_winograd.h"
 
 #include "common/error.h"
@@ -168,11 +167,9 @@ void dense_conv_winograd(const DenseConv& c, std::int32_t* acc, std::int32_t* sn
     fail("dense_conv: a snapshot from output channel {} but nowhere to write it", c.snapshot_from);
 
   const std::uint64_t oh = c.oh(), ow = c.ow(), pixels = oh * ow;
-  const std::uint64_t tiles_h = (oh + 1) / 2, tiles_w = (ow + 1) / 2;
-  const std::uint64_t xh = 2 * tiles_h + 2, xw = 2 * tiles_w + 2;
+  const std::uint64_t tiles_h = (oh + 1) / 2, tiles_w = (ow + 1) / 2, xw = 2 * tiles_w + 2;
   const std::uint64_t pairs = c.channels.size() / 2, split_pairs = c.split / 2;
   const std::uint64_t kn_padded = (c.kn + kGemmBlock - 1) / kGemmBlock * kGemmBlock;
-  const std::uint64_t tile_stride = tiles_h * tiles_w + 8;  // the input transform's spill
 
   // U, kept with the weights when the caller keeps packs.
   PackedWeights* kept = c.packs ? &c.packs->winograd : nullptr;
@@ -182,73 +179,78 @@ void dense_conv_winograd(const DenseConv& c, std::int32_t* acc, std::int32_t* sn
     if (kept) kept->ready = true;
   }
 
-  // V for every pair (each pair writes its own words): [xi][pair][tile_stride].
-  std::vector<std::uint32_t>& v = thread_buffer<std::uint32_t, WinogradVTag>();
-  v.resize(16 * pairs * tile_stride + kWinogradSlack);  // never empty
-  auto transform = [&](std::uint64_t g) {
-    std::vector<std::uint32_t>& x = thread_buffer<std::uint32_t, WinogradXTag>();
-    x.resize(xh * xw + kWinogradSlack);
-    const std::int64_t lo = c.channels[2 * g], hi = c.channels[2 * g + 1];
-    const std::uint64_t plane = c.padded_h * c.padded_w;
-    kern.pack(lo < 0 ? nullptr : c.planes + static_cast<std::uint64_t>(lo) * plane,
-              hi < 0 ? nullptr : c.planes + static_cast<std::uint64_t>(hi) * plane, c.padded_h,
-              c.padded_w, xh, xw, x.data());
-    kern.input(x.data(), xw, tiles_h, tiles_w, v.data() + g * tile_stride, pairs * tile_stride);
-  };
-  parallel_for(pairs, std::ref(transform));
-
-  // The 16 GEMMs' operands: taps = 1, group g's tile t at g * tile_stride + t.
-  std::vector<std::int64_t>& offset = thread_buffer<std::int64_t, WinogradOffsetTag>();
-  offset.resize(pairs);
-  for (std::uint64_t g = 0; g < pairs; ++g) offset[g] = static_cast<std::int64_t>(g * tile_stride);
-  std::array<GemmOperands, 16> ops;
-  for (std::uint64_t xi = 0; xi < 16; ++xi) {
-    ops[xi].x = v.data() + xi * pairs * tile_stride;
-    ops[xi].groups = pairs;
-    ops[xi].taps = 1;
-    ops[xi].offset = offset.data();
-    ops[xi].w = u.data() + xi * kn_padded * pairs;
-  }
-
+  // Work units: bands of tile rows, each transforming its own inputs (so V stays in the cache:
+  // the whole plane's V of a 64-channel 56x56 layer is 1.6 MB) and summing every output channel
+  // in units of 64.
   const std::uint64_t band_rows = std::max<std::uint64_t>(1, kWinogradBandTiles / tiles_w);
   const std::uint64_t bands = (tiles_h + band_rows - 1) / band_rows;
-  const std::uint64_t k_units = (kn_padded + kGemmK - 1) / kGemmK;
   const std::uint64_t y_stride = band_rows * tiles_w * kGemmK;
-  auto unit = [&](std::uint64_t index) {
-    const std::uint64_t ty0 = index / k_units * band_rows, k0 = index % k_units * kGemmK;
-    const std::uint64_t rows = std::min(band_rows, tiles_h - ty0), n = rows * tiles_w;
-    const std::uint64_t out_rows = std::min(2 * rows, oh - 2 * ty0);
-    const std::uint64_t blocks = std::min(kGemmK, kn_padded - k0) / kGemmBlock;
-    const std::uint64_t k_end = std::min(c.kn, k0 + blocks * kGemmBlock);
+  const std::uint64_t plane = c.padded_h * c.padded_w;
+  auto band = [&](std::uint64_t index) {
+    const std::uint64_t ty0 = index * band_rows, rows = std::min(band_rows, tiles_h - ty0);
+    const std::uint64_t n = rows * tiles_w, out_rows = std::min(2 * rows, oh - 2 * ty0);
+    // V of the band for every pair: [xi][pair][tile_stride] (the input transform's spill).
+    const std::uint64_t tile_stride = n + 8, xh = 2 * rows + 2, y0 = 2 * ty0;
+    std::vector<std::uint32_t>& v = thread_buffer<std::uint32_t, WinogradVTag>();
+    v.resize(16 * pairs * tile_stride + kWinogradSlack);  // never empty
+    std::vector<std::uint32_t>& x = thread_buffer<std::uint32_t, WinogradXTag>();
+    x.resize(xh * xw + kWinogradSlack);
+    for (std::uint64_t g = 0; g < pairs; ++g) {
+      const std::int64_t lo = c.channels[2 * g], hi = c.channels[2 * g + 1];
+      // Rows y0 .. y0 + xh of the planes (y0 < padded_h; rows past the plane are zeros).
+      kern.pack(
+          lo < 0 ? nullptr : c.planes + static_cast<std::uint64_t>(lo) * plane + y0 * c.padded_w,
+          hi < 0 ? nullptr : c.planes + static_cast<std::uint64_t>(hi) * plane + y0 * c.padded_w,
+          c.padded_h - y0, c.padded_w, xh, xw, x.data());
+      kern.input(x.data(), xw, rows, tiles_w, v.data() + g * tile_stride, pairs * tile_stride);
+    }
+    // The 16 GEMMs' operands: taps = 1, group g's tile t at g * tile_stride + t.
+    std::vector<std::int64_t>& offset = thread_buffer<std::int64_t, WinogradOffsetTag>();
+    offset.resize(pairs);
+    for (std::uint64_t g = 0; g < pairs; ++g)
+      offset[g] = static_cast<std::int64_t>(g * tile_stride);
+    std::array<GemmOperands, 16> ops;
+    for (std::uint64_t xi = 0; xi < 16; ++xi) {
+      ops[xi].x = v.data() + xi * pairs * tile_stride;
+      ops[xi].groups = pairs;
+      ops[xi].taps = 1;
+      ops[xi].offset = offset.data();
+      ops[xi].w = u.data() + xi * kn_padded * pairs;
+    }
     std::vector<std::uint64_t>& q = thread_buffer<std::uint64_t, WinogradQTag>();
     q.resize(n);
-    for (std::uint64_t i = 0; i < n; ++i) q[i] = ty0 * tiles_w + i;
+    for (std::uint64_t i = 0; i < n; ++i) q[i] = i;
     std::vector<std::int32_t>& y = thread_buffer<std::int32_t, WinogradYTag>();
     y.resize(16 * y_stride);
     std::vector<std::int32_t>& staged = thread_buffer<std::int32_t, WinogradOutTag>();
     staged.resize(2 * band_rows * ow * kGemmK + 8);  // lanes_out_avx2 reads 7 lanes past
-    auto run = [&](std::uint64_t begin, std::uint64_t end, bool accumulate) {
-      for (std::uint64_t xi = 0; xi < 16; ++xi)
-        for (std::uint64_t b = 0; b < blocks; b += 2)
-          kern.tiles(ops[xi], k0 / kGemmBlock + b, std::min<std::uint64_t>(2, blocks - b), q.data(),
-                     n, begin, end, accumulate, y.data() + xi * y_stride + b * kGemmBlock);
-    };
-    auto write = [&](std::uint64_t from, std::int32_t* dst) {
-      kern.output(y.data(), y_stride, rows, tiles_w, out_rows, ow, k_end - k0, staged.data());
-      kern.out(staged.data() + (from - k0), out_rows * ow, k_end - from, dst + 2 * ty0 * ow,
-               pixels);
-    };
-    if (snapshot && k_end > c.snapshot_from) {
-      run(0, split_pairs, false);
-      const std::uint64_t from = std::max(c.snapshot_from, k0);
-      write(from, snapshot + (from - c.snapshot_from) * pixels);
-      run(split_pairs, pairs, true);
-    } else {
-      run(0, pairs, false);
+    for (std::uint64_t k0 = 0; k0 < kn_padded; k0 += kGemmK) {
+      const std::uint64_t blocks = std::min(kGemmK, kn_padded - k0) / kGemmBlock;
+      const std::uint64_t k_end = std::min(c.kn, k0 + blocks * kGemmBlock);
+      auto run = [&](std::uint64_t begin, std::uint64_t end, bool accumulate) {
+        for (std::uint64_t xi = 0; xi < 16; ++xi)
+          for (std::uint64_t b = 0; b < blocks; b += 2)
+            kern.tiles(ops[xi], k0 / kGemmBlock + b, std::min<std::uint64_t>(2, blocks - b),
+                       q.data(), n, begin, end, accumulate,
+                       y.data() + xi * y_stride + b * kGemmBlock);
+      };
+      auto write = [&](std::uint64_t from, std::int32_t* dst) {
+        kern.output(y.data(), y_stride, rows, tiles_w, out_rows, ow, k_end - k0, staged.data());
+        kern.out(staged.data() + (from - k0), out_rows * ow, k_end - from, dst + 2 * ty0 * ow,
+                 pixels);
+      };
+      if (snapshot && k_end > c.snapshot_from) {
+        run(0, split_pairs, false);
+        const std::uint64_t from = std::max(c.snapshot_from, k0);
+        write(from, snapshot + (from - c.snapshot_from) * pixels);
+        run(split_pairs, pairs, true);
+      } else {
+        run(0, pairs, false);
+      }
+      write(k0, acc + k0 * pixels);
     }
-    write(k0, acc + k0 * pixels);
   };
-  parallel_for(bands * k_units, std::ref(unit));
+  parallel_for(bands, std::ref(band));
 }
 
 }  // namespace detail
