@@ -135,6 +135,37 @@ __attribute__((target("avx2"))) void rows(const T* X, std::uint64_t W, std::uint
   }
 }
 
+// rows with the pair count fixed at compile time for the counts the split kernels of the zoo
+// give (3x3: 6; 5x5 split into 5x3 + 5x2 pieces: 10 and 5; 1xN, Nx1 and the rest), else read.
+template <typename T>
+__attribute__((target("avx2"))) void rows_fixed(const T* X, std::uint64_t W, std::uint64_t oh,
+                                                std::uint64_t ow, const __m256i* words,
+                                                const std::int64_t* off, std::uint64_t n_pairs,
+                                                std::uint64_t limit, std::int32_t* out) {
+  switch (n_pairs) {
+    case 1:
+      return rows<1, T>(X, W, oh, ow, words, off, n_pairs, limit, out);
+    case 2:
+      return rows<2, T>(X, W, oh, ow, words, off, n_pairs, limit, out);
+    case 3:
+      return rows<3, T>(X, W, oh, ow, words, off, n_pairs, limit, out);
+    case 4:
+      return rows<4, T>(X, W, oh, ow, words, off, n_pairs, limit, out);
+    case 5:
+      return rows<5, T>(X, W, oh, ow, words, off, n_pairs, limit, out);
+    case 6:
+      return rows<6, T>(X, W, oh, ow, words, off, n_pairs, limit, out);
+    case 8:
+      return rows<8, T>(X, W, oh, ow, words, off, n_pairs, limit, out);
+    case 9:
+      return rows<9, T>(X, W, oh, ow, words, off, n_pairs, limit, out);
+    case 10:
+      return rows<10, T>(X, W, oh, ow, words, off, n_pairs, limit, out);
+    default:
+      return rows<0, T>(X, W, oh, ow, words, off, n_pairs, limit, out);
+  }
+}
+
 }  // namespace
 
 __attribute__((target("avx2"))) void depthwise_planar_avx2(const DepthwiseLanes& c,
@@ -207,14 +238,10 @@ __attribute__((target("avx2"))) void depthwise_planar_avx2(const DepthwiseLanes&
     std::int32_t* out = acc + k * P;
     const std::uint64_t limit = (k_end - k) * P;  // this channel's plane and the call's next ones
     const std::int8_t* plane = c.planes + k * n;
-    if (direct(k) && n_pairs == 6)
-      rows<6>(plane, W, oh, ow, words, off, n_pairs, limit, out);
-    else if (direct(k))
-      rows<0>(plane, W, oh, ow, words, off, n_pairs, limit, out);
-    else if (n_pairs == 6)
-      rows<6>(x, W, oh, ow, words, off, n_pairs, limit, out);
+    if (direct(k))
+      rows_fixed(plane, W, oh, ow, words, off, n_pairs, limit, out);
     else
-      rows<0>(x, W, oh, ow, words, off, n_pairs, limit, out);
+      rows_fixed(x, W, oh, ow, words, off, n_pairs, limit, out);
   }
 }
 
