@@ -8,7 +8,6 @@
 // 0..127, where a pair of products cannot leave int16.) Virtual outputs that
 // are thrown away sum the same number of int8 products, so they stay within the bound too.
 #include "device/conv_kernels.h"
-#include "device/conv_winograd.h"
 
 #include "common/error.h"
 #include "common/parallel.h"
@@ -499,12 +498,11 @@ void dense_conv(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot, I
   // conv_kernels.h PackedQuads), else on int16 pairs. It beat the virtual-output tiles this file
   // had on every resnet18/50 shape in conv_kernels_bench (Zen 3, one thread: 3x3 512 on 7x7
   // 22 -> 77 GMAC/s relu, 20 -> 52 signed; 64 on 56x56 43 -> 62 relu, 30 -> 49 signed).
-  // 3x3 stride 1 (most of resnet18/50's MACs): exact integer Winograd F(2x2, 3x3), 16 int16
-  // multiplies per 4 outputs instead of 36 (device/conv_winograd.h: why it is exact, the channel
-  // bound beyond which the direct form below takes over; small planes stay direct, where it
-  // was faster).
-  if (cpu::path_allowed(level, Isa::kAvx2) && winograd_applies(c) && winograd_pays(c))
-    return dense_conv_winograd(c, acc, snapshot, winograd_kernels_avx2());
+  // Exact integer Winograd F(2x2, 3x3) for 3x3 stride 1 (device/conv_winograd.h) is not
+  // dispatched here: it beats this form in BM_DenseConv (one call per whole layer), but made
+  // `npukit eval` slower on resnet18 (~+10 %) and resnet50 (~+13 %), one thread, measured
+  // against the same binary without the dispatch (why is not established yet: the device's
+  // calls may not be whole layers, and the transformed weights are 3.6x the bytes).
   if (cpu::path_allowed(level, Isa::kAvx2))
     return dense_conv_gemm(c, acc, snapshot, gemm_quads_avx2, gemm_pairs_avx2, lanes_out_avx2,
                            interleave_quads_avx2);

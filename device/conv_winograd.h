@@ -1,5 +1,5 @@
 // Exact integer Winograd F(2x2, 3x3) for the 3x3 stride-1 dense convolutions of
-// device/conv_kernels.h (dense_conv takes it at the AVX2 level, see winograd_applies).
+// device/conv_kernels.h (dense_conv does not dispatch to it yet: see the note there).
 //
 // Every 2x2 block of outputs ("tile") reads a 4x4 block of the padded input (tiles step 2). With
 // integer matrices (no fractions):

@@ -103,8 +103,7 @@ std::vector<std::pair<std::string, d::WinogradKernels>> kernel_sets() {
 }
 
 // Every way to compute it against `want`: the Winograd pieces, and dense_conv at every level the
-// CPU has (the AVX2 levels dispatch to Winograd when winograd_applies and
-// winograd_pays).
+// CPU has (the same sums whichever form dense_conv takes).
 void expect_all_paths(const ck::DenseConv& c, const Result& want, bool pieces = true) {
   if (pieces)
     for (const auto& [name, kernels] : kernel_sets())
