@@ -264,6 +264,64 @@ void read_activation(const LayerContext& ctx, Field addr_field, std::uint64_t ad
              });
 }
 
+void read_activation_planes(const LayerContext& ctx, Field addr_field, std::uint64_t addr,
+                            const ActivationLayout& layout, std::uint64_t width, std::int64_t top,
+                            std::uint64_t left, std::uint64_t plane_h, std::uint64_t plane_w,
+                            std::int8_t* planes) {
+  ctx.check_dram_range(addr_field, addr, layout.bytes());
+  const std::uint64_t pixels = layout.pixels;
+  if (width == 0 || pixels % width || left + width > plane_w || pixels / width > (1ull << 32))
+    fail("{}: internal error: {} pixels in rows of {} into {}-wide planes from column {}",
+         ctx.where(), pixels, width, plane_w, left);
+  const std::uint64_t height = pixels / width, plane = plane_h * plane_w;
+  // Zeros where no pixel lands: the rows outside the image, and each image row's left and right.
+  for (std::uint64_t c = 0; c < layout.channels; ++c)
+    for (std::uint64_t r = 0; r < plane_h; ++r) {
+      std::int8_t* row = planes + c * plane + r * plane_w;
+      const std::int64_t y = static_cast<std::int64_t>(r) - top;
+      if (y < 0 || y >= static_cast<std::int64_t>(height)) {
+        std::memset(row, 0, plane_w);
+      } else {
+        std::memset(row, 0, left);
+        std::memset(row + left + width, 0, plane_w - left - width);
+      }
+    }
+  const std::uint64_t cd = layout.channel_group, dk = layout.pixels_per_word;
+  const std::uint64_t pp = layout.padded_pixels();
+  const auto w32 = static_cast<std::uint32_t>(width);
+  const std::int64_t rows = static_cast<std::int64_t>(plane_h);
+  std::int8_t* const dst = planes + left;  // column 0 of the image in plane 0's row 0
+  read_words(ctx.dram, addr, layout.bytes(), 32, "activation read",
+             [&](std::uint64_t first, std::uint64_t end, const std::uint8_t* data) {
+               const std::uint64_t base = first * 32;
+               for_each_word(layout.channels, pixels, cd, dk, pp, first, end,
+                             [=](std::uint64_t c0, std::uint64_t cn, std::uint64_t p0,
+                                 std::uint64_t word, auto dkc, auto n) {
+                               // Byte stores may alias the closure: locals only (as
+                               // read_activation).
+                               const std::uint8_t* w = data + (word - base);
+                               const auto p32 = static_cast<std::uint32_t>(p0);
+                               std::uint64_t x = p32 % w32;
+                               std::int64_t r = static_cast<std::int64_t>(p32 / w32) + top;
+                               std::int8_t* out = dst + c0 * plane;
+                               if (x + n <= width) {  // the word's pixels in one image row
+                                 if (r < 0 || r >= rows) return;
+                                 out += static_cast<std::uint64_t>(r) * plane_w + x;
+                                 for (std::uint64_t j = 0; j < cn; ++j)
+                                   std::memcpy(out + j * plane, w + j * dkc, n);
+                                 return;
+                               }
+                               for (std::uint64_t i = 0; i < n; ++i, ++x) {
+                                 if (x == width) x = 0, ++r;
+                                 if (r < 0 || r >= rows) continue;
+                                 std::int8_t* o = out + static_cast<std::uint64_t>(r) * plane_w + x;
+                                 for (std::uint64_t j = 0; j < cn; ++j)
+                                   o[j * plane] = static_cast<std::int8_t>(w[j * dkc + i]);
+                               }
+                             });
+             });
+}
+
 void add_activation_int32(const LayerContext& ctx, Field addr_field, std::uint64_t addr,
                           const ActivationLayout& layout, std::span<std::int32_t> planar) {
   ctx.check_dram_range(addr_field, addr, layout.bytes() * 4);
@@ -539,8 +597,9 @@ static void check_op_width(const LayerContext& ctx, const OutputConfig& out) {
                    out.op_width);
 }
 
-std::uint64_t write_activation_output(LayerContext& ctx, const ActivationLayout& layout,
-                                      std::span<const std::int32_t> planar) {
+// The OutputBlock of a write in the 6.1 layout, its fields checked against `layout` (naming the
+// field), and the output region's range.
+static OutputConfig checked_output(const LayerContext& ctx, const ActivationLayout& layout) {
   const OutputConfig out = OutputConfig::from(ctx.require_output());
   check_op_width(ctx, out);
   if (out.flat)
@@ -558,9 +617,16 @@ std::uint64_t write_activation_output(LayerContext& ctx, const ActivationLayout&
                    "is {} but {} output channels need ceil({}/{}) = {} groups of N_SA",
                    out.kernel_itr, layout.channels, layout.channels, ctx.arch.n_sa,
                    layout.padded_channels() / static_cast<std::uint64_t>(ctx.arch.n_sa));
+  ctx.check_dram_range(Field::OutputBlock_OutputAddr, out.output_addr,
+                       layout.bytes() * static_cast<std::uint64_t>(out.op_width));
+  return out;
+}
+
+std::uint64_t write_activation_output(LayerContext& ctx, const ActivationLayout& layout,
+                                      std::span<const std::int32_t> planar) {
+  const OutputConfig out = checked_output(ctx, layout);
   const std::uint64_t width = static_cast<std::uint64_t>(out.op_width);
   const std::uint64_t total = layout.bytes() * width;
-  ctx.check_dram_range(Field::OutputBlock_OutputAddr, out.output_addr, total);
   // Written in place into the DRAM pages (write_words); the words are cleared first only when
   // the layout has padding bytes (every other byte is written below).
   const std::uint64_t cd = layout.channel_group, dk = layout.pixels_per_word;
@@ -630,6 +696,78 @@ std::uint64_t write_activation_output(LayerContext& ctx, const ActivationLayout&
                                          static_cast<std::uint32_t>(in[j * stride + i]));
                         });
       });
+  return total;
+}
+
+namespace detail {
+void tail_word_scalar(const TailWords& t, std::uint64_t c0, std::uint64_t cn, std::uint64_t p0,
+                      std::uint64_t n, std::uint8_t* out, const std::uint8_t* accumulants) {
+  const std::uint64_t dk = t.pixels_per_word;
+  for (std::uint64_t j = 0; j < cn; ++j)
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const std::uint64_t e = j * dk + i;  // the element in the word
+      std::int32_t v = t.acc[(c0 + j) * t.pixels + p0 + i];
+      if (accumulants) v = add_wrap(v, static_cast<std::int32_t>(load_be32(accumulants + e * 4)));
+      v = t.tail->apply(v, c0 + j);
+      if (t.width == 1)
+        out[e] = static_cast<std::uint8_t>(v);
+      else
+        store_be32(out + e * 4, static_cast<std::uint32_t>(v));
+    }
+}
+}  // namespace detail
+
+std::uint64_t TailPipeline::write_output(LayerContext& ctx, const ActivationLayout& layout,
+                                         const std::int32_t* acc,
+                                         const std::uint64_t* accumulant_addr, Isa isa) const {
+  if (cfg_.gbl_pool_en) fail("{}: internal error: write_output with a global pool", ctx.where());
+  const OutputConfig out = checked_output(ctx, layout);
+  const std::uint64_t width = static_cast<std::uint64_t>(out.op_width);
+  const std::uint64_t total = layout.bytes() * width;
+  detail::TailWords t;
+  t.tail = this;
+  t.acc = acc;
+  t.channels = layout.channels, t.pixels = layout.pixels, t.padded_pixels = layout.padded_pixels();
+  t.channel_group = layout.channel_group, t.pixels_per_word = layout.pixels_per_word;
+  t.width = out.op_width;
+  t.bias = cfg_.bias_en ? bias_.data() : nullptr;
+  const int act = !cfg_.act_en ? -1 : cfg_.act_type;
+  if (cfg_.quant_en && act <= 1 && cfg_.act_param >= 0 && cfg_.quant_shift >= 0 &&
+      fp_cast_shift_ >= 0 && cfg_.quant_shift + fp_cast_shift_ <= 62) {
+    t.kind = detail::TailWords::Kind::kQuantize;
+    t.scale = cfg_.quant_scale, t.shift = cfg_.quant_shift, t.fp_cast_shift = fp_cast_shift_;
+    t.act = act, t.clip = cfg_.act_param;
+  } else if (!cfg_.quant_en && act == -1 && width == 4) {
+    t.kind = detail::TailWords::Kind::kBias;
+  }
+  // The vector path: the 9,8,8 layout (a word is 8 channels x 4 pixels) with a vector kind.
+  const bool avx2 = t.kind != detail::TailWords::Kind::kOther && t.channel_group == 8 &&
+                    t.pixels_per_word == 4 &&
+                    cpu::path_allowed(cpu::resolve(isa, "tail write_output"), Isa::kAvx2);
+  const bool padded = layout.padded_channels() != layout.channels || t.padded_pixels != t.pixels;
+  auto run = [&](std::uint64_t first, std::uint64_t end, std::uint8_t* data,
+                 const std::uint8_t* accumulants) {
+    if (avx2) return detail::tail_words_avx2(t, first, end, data, accumulants);
+    const std::uint64_t base = first * 32;
+    for_each_word(
+        t.channels, t.pixels, t.channel_group, t.pixels_per_word, t.padded_pixels, first, end,
+        [&](std::uint64_t c0, std::uint64_t cn, std::uint64_t p0, std::uint64_t word, auto,
+            auto n) {
+          detail::tail_word_scalar(t, c0, cn, p0, n, data + (word - base) * width,
+                                   accumulants ? accumulants + (word - base) * 4 : nullptr);
+        });
+  };
+  write_words(ctx.dram, out.output_addr, total, 32 * width, "output write",
+              [&](std::uint64_t first, std::uint64_t end, std::uint8_t* data) {
+                if (padded) std::fill(data, data + (end - first) * 32 * width, std::uint8_t{0});
+                if (!accumulant_addr) return run(first, end, data, nullptr);
+                // The same words of the accumulant region (128 bytes each), page piece by piece.
+                read_words(ctx.dram, *accumulant_addr + first * 128, (end - first) * 128, 128,
+                           "accumulant read",
+                           [&](std::uint64_t f, std::uint64_t e, const std::uint8_t* a) {
+                             run(first + f, first + e, data + f * 32 * width, a);
+                           });
+              });
   return total;
 }
 

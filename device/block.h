@@ -197,6 +197,15 @@ void read_activation(const LayerContext& ctx, isa::Field addr_field, std::uint64
 void read_activation(const LayerContext& ctx, isa::Field addr_field, std::uint64_t addr,
                      const ActivationLayout& layout, std::int8_t* planar);
 
+// The same into zero-padded planes, with no planar copy in between (the CONV block's input,
+// issue 13): channel c's pixel (y, x) (p = y * width + x, P a multiple of width) lands at
+// planes[c * plane_h * plane_w + (y + top) * plane_w + left + x] when 0 <= y + top < plane_h
+// (top < 0 drops the first rows: row skips); every other byte of the C planes is set to 0.
+void read_activation_planes(const LayerContext& ctx, isa::Field addr_field, std::uint64_t addr,
+                            const ActivationLayout& layout, std::uint64_t width, std::int64_t top,
+                            std::uint64_t left, std::uint64_t plane_h, std::uint64_t plane_w,
+                            std::int8_t* planes);
+
 // Adds the big-endian int32 tensor in the 6.1 layout at addr (OpWidth 4: 4 * layout.bytes()
 // bytes) to planar [C][P] values with the accumulant adder's 32-bit wrap (AccumulantReadFirst).
 void add_activation_int32(const LayerContext& ctx, isa::Field addr_field, std::uint64_t addr,
@@ -259,6 +268,16 @@ class TailPipeline {
   void run_channel(std::uint64_t channel, std::span<const std::int32_t> acc,
                    std::span<std::int32_t> out) const;
 
+  // The tail and the OutputBlock write-back in one pass (issue 13), no global pool: every value
+  // of `layout` is acc[c * P + p] (planar [C][P] int32), plus, when accumulant_addr is given, the
+  // big-endian int32 at the same element of the OpWidth-4 layout there (AccumulantReadFirst,
+  // 32-bit wrap), through apply(), written as write_activation_output writes it (same checks,
+  // same bytes: zeros in every padding byte). The caller has checked the accumulant range and
+  // that it does not overlap the output region. Returns the bytes written.
+  std::uint64_t write_output(LayerContext& ctx, const ActivationLayout& layout,
+                             const std::int32_t* acc, const std::uint64_t* accumulant_addr,
+                             Isa isa = Isa::kAuto) const;
+
  private:
   // Bias, quantizer and activation of a whole channel (no global pool): out.size() == acc.size().
   void values(std::uint64_t channel, std::span<const std::int32_t> acc,
@@ -290,6 +309,29 @@ void quantize_span_avx2(const std::int32_t* acc, std::int32_t* out, std::uint64_
                         std::int32_t bias, std::int32_t scale, int shift, int fp_cast_shift,
                         int act, std::int32_t clip);
 void bias_span_avx2(const std::int32_t* acc, std::int32_t* out, std::uint64_t n, std::int32_t bias);
+
+// TailPipeline::write_output's work on words [first, end) of the layout: `out` holds their bytes
+// (32 * width per word), `accumulants` (or null) their 128 bytes each of big-endian int32.
+struct TailWords {
+  const TailPipeline* tail = nullptr;
+  const std::int32_t* acc = nullptr;  // planar [channels][pixels]
+  std::uint64_t channels = 0, pixels = 0, padded_pixels = 0, channel_group = 8, pixels_per_word = 4;
+  int width = 1;  // OpWidth
+  // The cases with a vector path (chosen from the configuration once per layer): kQuantize is
+  // quantize_span's (QuantEn, ActEn off / ReLU / Clip, QuantShift + fp_cast <= 62), kBias the
+  // int32 pass-through with the bias add alone; kOther runs apply() value by value.
+  enum class Kind { kQuantize, kBias, kOther } kind = Kind::kOther;
+  const std::int32_t* bias = nullptr;  // per channel, null without BiasEn
+  std::int32_t scale = 0, clip = 0;
+  int shift = 0, fp_cast_shift = 0, act = -1;
+};
+// One word (channels [c0, c0 + cn), pixels [p0, p0 + n)); padding bytes are left alone.
+void tail_word_scalar(const TailWords& t, std::uint64_t c0, std::uint64_t cn, std::uint64_t p0,
+                      std::uint64_t n, std::uint8_t* out, const std::uint8_t* accumulants);
+// Words [first, end) of the 9,8,8 layout (channel_group 8, pixels_per_word 4), kind kQuantize or
+// kBias: whole words 8 values at a time, the others through tail_word_scalar.
+void tail_words_avx2(const TailWords& t, std::uint64_t first, std::uint64_t end, std::uint8_t* out,
+                     const std::uint8_t* accumulants);
 }  // namespace detail
 
 // ---------------------------------------------------------------------------------------------

@@ -27,33 +27,46 @@ __attribute__((target("avx2"))) inline __m256i lanes(__m256i p, __m256i add, __m
   return _mm256_blendv_epi8(p, hi, _mm256_cmpgt_epi64(p, hi));
 }
 
-// Loop over 8-value blocks with the activation fixed at compile time (no branch in the body).
-template <int kAct>
-__attribute__((target("avx2"))) inline std::uint64_t quantize_blocks(
-    const std::int32_t* acc, std::int32_t* out, std::uint64_t n, std::int32_t bias,
-    std::int32_t scale, int shift, int fp_cast_shift, std::int32_t clip) {
-  const int total = shift + fp_cast_shift;
-  const __m256i vbias = _mm256_set1_epi32(bias);
-  const __m256i vscale = _mm256_set1_epi32(scale);
-  const std::int64_t h1 = shift > 0 ? std::int64_t{1} << (shift - 1) : 0;
-  const std::int64_t h2 = fp_cast_shift > 0 ? std::int64_t{1} << (fp_cast_shift - 1) : 0;
-  const __m256i add = _mm256_set1_epi64x(h1 + (h2 << shift) + (std::int64_t{1} << 62));
-  const __m256i sub = _mm256_set1_epi64x(std::int64_t{1} << (62 - total));
-  const __m128i count = _mm_cvtsi32_si128(total);
-  const __m256i lo = _mm256_set1_epi64x(-128), hi = _mm256_set1_epi64x(127);
-  const __m256i zero = _mm256_setzero_si256(), vclip = _mm256_set1_epi32(clip);
-  std::uint64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256i v =
-        _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + i)), vbias);
+// The quantizer (rounding shift, int8 clamp) and activation of 8 int32 values, bias added.
+struct Quantizer {
+  __m256i vscale, add, sub, lo, hi, zero, vclip;
+  __m128i count;
+  __attribute__((target("avx2")))
+  Quantizer(std::int32_t scale, int shift, int fp_cast_shift, std::int32_t clip) {
+    const int total = shift + fp_cast_shift;
+    const std::int64_t h1 = shift > 0 ? std::int64_t{1} << (shift - 1) : 0;
+    const std::int64_t h2 = fp_cast_shift > 0 ? std::int64_t{1} << (fp_cast_shift - 1) : 0;
+    vscale = _mm256_set1_epi32(scale);
+    add = _mm256_set1_epi64x(h1 + (h2 << shift) + (std::int64_t{1} << 62));
+    sub = _mm256_set1_epi64x(std::int64_t{1} << (62 - total));
+    count = _mm_cvtsi32_si128(total);
+    lo = _mm256_set1_epi64x(-128), hi = _mm256_set1_epi64x(127);
+    zero = _mm256_setzero_si256(), vclip = _mm256_set1_epi32(clip);
+  }
+  template <int kAct>
+  __attribute__((target("avx2"))) __m256i operator()(__m256i v) const {
     const __m256i even = lanes(_mm256_mul_epi32(v, vscale), add, sub, count, lo, hi);
     const __m256i odd =
         lanes(_mm256_mul_epi32(_mm256_srli_epi64(v, 32), vscale), add, sub, count, lo, hi);
     __m256i r = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
     if constexpr (kAct == 0) r = _mm256_max_epi32(r, zero);
     if constexpr (kAct == 1) r = _mm256_min_epi32(_mm256_max_epi32(r, zero), vclip);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), r);
+    return r;
   }
+};
+
+// Loop over 8-value blocks with the activation fixed at compile time (no branch in the body).
+template <int kAct>
+__attribute__((target("avx2"))) inline std::uint64_t quantize_blocks(
+    const std::int32_t* acc, std::int32_t* out, std::uint64_t n, std::int32_t bias,
+    std::int32_t scale, int shift, int fp_cast_shift, std::int32_t clip) {
+  const Quantizer quant(scale, shift, fp_cast_shift, clip);
+  const __m256i vbias = _mm256_set1_epi32(bias);
+  std::uint64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        quant.template operator()<kAct>(_mm256_add_epi32(
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + i)), vbias)));
   return i;
 }
 }  // namespace
@@ -86,7 +99,88 @@ __attribute__((target("avx2"))) void bias_span_avx2(const std::int32_t* acc, std
   if (i < n) bias_span(acc + i, out + i, n - i, bias, Isa::kScalar);
 }
 
+namespace {
+
+// Words [first, end) of the 9,8,8 layout with the tail's kind and activation fixed at compile
+// time. A whole word is 8 channels x 4 pixels: channels j and j + 1 go in one vector (4 pixels
+// each, 16 contiguous bytes of planar acc per channel), which is also the order of their 32
+// bytes of big-endian accumulants in the OpWidth-4 word.
+template <bool kQuant, int kAct>
+__attribute__((target("avx2"))) void tail_words(const TailWords& t, std::uint64_t first,
+                                                std::uint64_t end, std::uint8_t* out,
+                                                const std::uint8_t* accumulants) {
+  const Quantizer quant(t.scale, t.shift, t.fp_cast_shift, t.clip);
+  const __m256i bswap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, 3, 2,
+                                         1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const std::uint64_t per_group = t.padded_pixels / 4, P = t.pixels, width = t.width;
+  std::uint64_t c0 = first / per_group * 8, w = first % per_group;
+  __m256i bias[4];
+  std::uint64_t bias_group = ~std::uint64_t{0};
+  for (std::uint64_t word = first; word < end; ++word) {
+    const std::uint64_t p0 = w * 4, cn = std::min<std::uint64_t>(8, t.channels - c0);
+    std::uint8_t* o = out + (word - first) * 32 * width;
+    const std::uint8_t* a = accumulants ? accumulants + (word - first) * 128 : nullptr;
+    if (cn < 8 || p0 + 4 > P) {
+      tail_word_scalar(t, c0, cn, p0, std::min<std::uint64_t>(4, P - p0), o, a);
+    } else {
+      if (bias_group != c0) {
+        bias_group = c0;
+        for (int jj = 0; jj < 4; ++jj)
+          bias[jj] = t.bias ? _mm256_setr_m128i(_mm_set1_epi32(t.bias[c0 + 2 * jj]),
+                                                _mm_set1_epi32(t.bias[c0 + 2 * jj + 1]))
+                            : _mm256_setzero_si256();
+      }
+      const std::int32_t* x = t.acc + c0 * P + p0;
+      __m256i r[4];
+      for (int jj = 0; jj < 4; ++jj) {
+        const std::int32_t* x0 = x + 2 * jj * P;
+        __m256i v = _mm256_setr_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x0)),
+                                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(x0 + P)));
+        if (a)
+          v = _mm256_add_epi32(
+              v, _mm256_shuffle_epi8(
+                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + jj * 32)), bswap));
+        v = _mm256_add_epi32(v, bias[jj]);
+        if constexpr (kQuant) v = quant.template operator()<kAct>(v);
+        r[jj] = v;
+      }
+      if (width == 4) {
+        for (int jj = 0; jj < 4; ++jj)
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + jj * 32),
+                              _mm256_shuffle_epi8(r[jj], bswap));
+      } else {
+        // int8 values (the quantizer clamped them): packs cannot saturate. Lanes then hold
+        // channels 0 2 4 6 | 1 3 5 7, 4 bytes each; the permute puts them in channel order.
+        const __m256i p =
+            _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), _mm256_permutevar8x32_epi32(p, order));
+      }
+    }
+    if (++w == per_group) w = 0, c0 += 8;
+  }
+}
+}  // namespace
+
+__attribute__((target("avx2"))) void tail_words_avx2(const TailWords& t, std::uint64_t first,
+                                                     std::uint64_t end, std::uint8_t* out,
+                                                     const std::uint8_t* accumulants) {
+  using Kind = TailWords::Kind;
+  if (t.channel_group != 8 || t.pixels_per_word != 4 || t.kind == Kind::kOther ||
+      (t.kind == Kind::kBias && t.width != 4))
+    fail("tail_words_avx2: not a 9,8,8 layout with a vector tail");
+  if (t.kind == Kind::kBias) return tail_words<false, -1>(t, first, end, out, accumulants);
+  if (t.act == 0) return tail_words<true, 0>(t, first, end, out, accumulants);
+  if (t.act == 1) return tail_words<true, 1>(t, first, end, out, accumulants);
+  return tail_words<true, -1>(t, first, end, out, accumulants);
+}
+
 #else
+
+void tail_words_avx2(const TailWords&, std::uint64_t, std::uint64_t, std::uint8_t*,
+                     const std::uint8_t*) {
+  fail("tail write_output: AVX2 on a CPU that is not x86");
+}
 
 void quantize_span_avx2(const std::int32_t*, std::int32_t*, std::uint64_t, std::int32_t,
                         std::int32_t, int, int, int, std::int32_t) {

@@ -40,7 +40,6 @@ struct AccTag;
 struct PartialTag;
 struct SnapshotTag;
 struct ResultTag;
-struct ImageTag;
 struct RawTag;
 struct OwnTag;
 template <typename T, typename Tag>
@@ -541,33 +540,16 @@ BlockTiming run_conv(LayerContext& ctx) {
                    weight_start, weight_end, ceil_mod(blob_bytes, 32), map.kitr, map.citr, rows,
                    cols, n_sa);
   ctx.check_dram_range(Field::CONV_WeightStartAddress, weight_start, blob_bytes);
-  std::int8_t* image = reused_room<std::int8_t, ImageTag>(in_layout.channels * in_layout.pixels);
-  read_activation(ctx, Field::CONV_ImageStartAddress, image_start, in_layout, image);
-  const TailPipeline tail(ctx, g.kn);
-
-  // Padded planes, one per input channel, with the row skips applied. Every byte is written
-  // (image rows, or zeros for padding), so the reused buffer needs no clearing first. Without
-  // padding or row skips (1x1 convs, most of resnet50's) the planes are the image as read.
+  // Padded planes, one per input channel, with the row skips applied, read straight from the
+  // image's DRAM words (every byte is written: image pixels, or zeros for padding, so the reused
+  // buffer needs no clearing first).
   const std::uint64_t plane_size = g.padded_h * g.padded_w;
-  const bool unpadded = g.pad_left == 0 && g.pad_right == 0 && g.pad_top == 0 &&
-                        g.pad_bottom == 0 && g.skip_top == 0 && g.skip_bottom == 0;
-  std::int8_t* const planes =
-      unpadded ? image : reused_room<std::int8_t, PlaneTag>(in_channels_padded * plane_size);
-  for (std::uint64_t c = 0; c < in_channels_padded && !unpadded; ++c) {
-    for (std::uint64_t y = 0; y < g.padded_h; ++y) {
-      std::int8_t* row = planes + c * plane_size + y * g.padded_w;
-      const std::int64_t src_y =
-          static_cast<std::int64_t>(y + g.skip_top) - static_cast<std::int64_t>(g.pad_top);
-      if (src_y < 0 || src_y >= static_cast<std::int64_t>(g.ih)) {
-        std::fill_n(row, g.padded_w, std::int8_t{0});
-        continue;
-      }
-      std::fill_n(row, g.pad_left, std::int8_t{0});
-      std::copy_n(image + c * g.ih * g.iw + static_cast<std::uint64_t>(src_y) * g.iw, g.iw,
-                  row + g.pad_left);
-      std::fill_n(row + g.pad_left + g.iw, g.pad_right, std::int8_t{0});
-    }
-  }
+  std::int8_t* const planes = reused_room<std::int8_t, PlaneTag>(in_channels_padded * plane_size);
+  read_activation_planes(
+      ctx, Field::CONV_ImageStartAddress, image_start, in_layout, g.iw,
+      static_cast<std::int64_t>(g.pad_top) - static_cast<std::int64_t>(g.skip_top), g.pad_left,
+      g.padded_h, g.padded_w, planes);
+  const TailPipeline tail(ctx, g.kn);
 
   // Depthwise convs connect each output channel to one input channel: the per-connection loop.
   // Every other mode runs as a dense convolution (either handles any blob; this only picks the
@@ -646,7 +628,18 @@ BlockTiming run_conv(LayerContext& ctx) {
   };
   if (per_connection)
     parallel_for(connections.size(), std::ref(connect));  // std::ref: no allocation
-  if (out.accumulant_read_first)
+  // The tail and the write-back run in one pass from acc to the output bytes (issue 13), the
+  // accumulants read word by word beside them, unless a global pool needs every value first, or
+  // the accumulant region is written before the output (the DRAM partial sums) or overlaps it
+  // (then the accumulants are added here, before anything is written, as the adder does).
+  const TailConfig& tc = tail.config();
+  const std::uint64_t out_bytes =
+      acc_layout.bytes() * static_cast<std::uint64_t>(std::max(out.op_width, 1));
+  const bool accumulants_apart =
+      !dram_partials && (out.accumulant_addr >= out.output_addr + out_bytes ||
+                         out.output_addr >= out.accumulant_addr + acc_layout.bytes() * 4);
+  const bool one_pass = !tc.gbl_pool_en && (!out.accumulant_read_first || accumulants_apart);
+  if (out.accumulant_read_first && !one_pass)
     add_activation_int32(ctx, Field::OutputBlock_AccumulantAddr, out.accumulant_addr, acc_layout,
                          std::span<std::int32_t>(acc, g.kn * out_pixels));
   // Useful MACs: every (output channel, tap, pixel) of the conv the instruction describes.
@@ -672,19 +665,18 @@ BlockTiming run_conv(LayerContext& ctx) {
 
   // Tail pipeline and write-back.
   const std::uint64_t final_pixels = tail.output_pixels(out_pixels);
-  // A tail with every stage off passes the int32 sums through unchanged (the partial sums of a
-  // kernel split into row-band pieces, OpWidth 4): they are written from acc, not copied first.
-  const TailConfig& tc = tail.config();
-  const bool pass_through = !tc.bias_en && !tc.quant_en && !tc.act_en && !tc.gbl_pool_en;
-  std::int32_t* result = acc;
-  if (!pass_through) {
-    result = reused_room<std::int32_t, ResultTag>(g.kn * final_pixels);
+  const ActivationLayout out_layout = ActivationLayout::for_arch(arch, g.kn, final_pixels);
+  if (one_pass) {
+    const std::uint64_t accumulant_addr = out.accumulant_addr;
+    write_bytes += tail.write_output(ctx, out_layout, acc,
+                                     out.accumulant_read_first ? &accumulant_addr : nullptr);
+  } else {
+    std::int32_t* result = reused_room<std::int32_t, ResultTag>(g.kn * final_pixels);
     for (std::uint64_t k = 0; k < g.kn; ++k)
       tail.run_channel(k, std::span<const std::int32_t>(acc + k * out_pixels, out_pixels),
                        std::span<std::int32_t>(result + k * final_pixels, final_pixels));
+    write_bytes += write_activation_output(ctx, out_layout, std::span(result, g.kn * final_pixels));
   }
-  const ActivationLayout out_layout = ActivationLayout::for_arch(arch, g.kn, final_pixels);
-  write_bytes += write_activation_output(ctx, out_layout, std::span(result, g.kn * final_pixels));
   if (tail.config().bias_en) read_bytes += tail.config().bias_end - tail.config().bias_start;
 
   // Timing (docs/device.md): per fold (kernel iteration x channel iteration) the im2col engine

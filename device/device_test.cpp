@@ -249,6 +249,29 @@ TEST(Device, ActivationLayoutInPlaceAndStagedMatchTheFormula) {
               ctx, isa::Field::CONV_ImageStartAddress, 8 * Dram::kPageBytes, layout);
           EXPECT_TRUE(std::all_of(unwritten.begin(), unwritten.end(),
                                   [](std::int8_t v) { return v == 0; }));
+          // Straight into padded planes: rows below and above (top 1), a dropped first row
+          // (top -1, a row skip), left and right padding; every other byte 0, over old bytes.
+          const std::uint64_t width = 1001, height = 3, left = 2, plane_w = width + left + 3;
+          for (const std::int64_t top : {1, 0, -1}) {
+            const std::uint64_t plane_h = static_cast<std::uint64_t>(
+                static_cast<std::int64_t>(height) + top + (top > 0 ? 1 : 0));
+            std::vector<std::int8_t> planes(layout.channels * plane_h * plane_w, -86);
+            read_activation_planes(ctx, isa::Field::CONV_ImageStartAddress, addr, layout, width,
+                                   top, left, plane_h, plane_w, planes.data());
+            for (std::uint64_t c = 0; c < layout.channels; ++c)
+              for (std::uint64_t r = 0; r < plane_h; ++r)
+                for (std::uint64_t x = 0; x < plane_w; ++x) {
+                  const std::int64_t y = static_cast<std::int64_t>(r) - top;
+                  const bool inside = y >= 0 && y < static_cast<std::int64_t>(height) &&
+                                      x >= left && x < left + width;
+                  const std::int32_t want =
+                      inside ? values[c * layout.pixels + static_cast<std::uint64_t>(y) * width +
+                                      x - left]
+                             : 0;
+                  ASSERT_EQ(planes[(c * plane_h + r) * plane_w + x], want)
+                      << "top " << top << " channel " << c << " row " << r << " column " << x;
+                }
+          }
         } else {
           // Near INT32_MAX, so about half the adds wrap (the accumulant adder's 32-bit wrap).
           const std::int32_t start = 0x7ffffff0;

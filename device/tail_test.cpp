@@ -136,5 +136,125 @@ TEST(TailBiasSpan, EveryPathWrapsLikeThe32BitAdder) {
   }
 }
 
+
+// TailPipeline::write_output (the tail and the write-back in one pass) on every path the CPU
+// has, every array, against the per-value definition above placed with ActivationLayout::offset
+// (the 6.1 formula): quantized with no activation / ReLU / Clip (the vector kind), the int32
+// bias pass-through (OpWidth 4), and cases that run value by value (LeakyReLU, ReLU on int32);
+// with and without accumulants (big-endian int32 near the wrap), at addresses whose words sit
+// in one page (in place) and not (staged), across page boundaries; 13 channels of 3 x 345
+// pixels give padding channels, whole words and a partial last word. Old bytes must be
+// overwritten, padding with 0.
+TEST(TailWriteOutput, EveryPathEqualsTheDefinition) {
+  struct Case {
+    const char* name;
+    bool quant;
+    int act;  // -1 none, 0 ReLU, 1 Clip, 2 LeakyReLU
+    std::uint64_t width;
+  };
+  const Case cases[] = {{"quantize", true, -1, 1},       {"quantize relu", true, 0, 1},
+                        {"quantize clip", true, 1, 1},   {"quantize int32", true, 0, 4},
+                        {"leaky", true, 2, 1},           {"bias pass-through", false, -1, 4},
+                        {"relu on int32", false, 0, 4},  {"int32 low byte", false, -1, 1}};
+  const std::uint64_t channels = 13, oh = 3, ow = 345, pixels = oh * ow;
+  std::mt19937 rng(13);
+  for (const isa::SaArch& arch : isa::kSupportedArchs)
+    for (const Case& k : cases)
+      for (const bool accumulants : {false, true})
+        for (const std::uint64_t addr :
+             {Dram::kPageBytes - 4096, Dram::kPageBytes - 4096 + 32 + 4}) {
+          SCOPED_TRACE(fmt::format("{} {} accumulants {} addr 0x{:x}", arch.str(), k.name,
+                                   accumulants, addr));
+          const ActivationLayout layout = ActivationLayout::for_arch(arch, channels, pixels);
+          const std::uint64_t n_sa = static_cast<std::uint64_t>(arch.n_sa);
+          Dram dram(1u << 20);
+          dram.fill(addr, layout.bytes() * k.width, 0xAA, "old contents");
+          std::vector<std::int32_t> acc(channels * pixels), accum(layout.bytes());
+          for (std::int32_t& v : acc)
+            v = static_cast<std::int32_t>(std::uniform_int_distribution<std::int64_t>(
+                k.quant ? -300000 : kMin, k.quant ? 300000 : kMax)(rng));
+          const std::uint64_t acc_addr = 3 * Dram::kPageBytes + (addr % 64);
+          Bytes raw_accum(layout.bytes() * 4);
+          for (std::uint64_t i = 0; i < layout.bytes(); ++i) {
+            accum[i] = static_cast<std::int32_t>(0x7fff0000u + rng() % 0x20000u);
+            store_be32(&raw_accum[i * 4], static_cast<std::uint32_t>(accum[i]));
+          }
+          if (accumulants) dram.write(acc_addr, raw_accum, "accumulants");
+          std::vector<std::int32_t> bias(channels);
+          const std::uint64_t bias_addr = 6 * Dram::kPageBytes;
+          const std::uint64_t bias_bytes = ceil_mod(ceil_mod(channels, n_sa) * 4, 32);
+          Bytes raw_bias(bias_bytes, 0);
+          for (std::uint64_t c = 0; c < channels; ++c) {
+            bias[c] = static_cast<std::int32_t>(k.quant ? rng() % 20001 - 10000 : rng());
+            store_be32(&raw_bias[c * 4], static_cast<std::uint32_t>(bias[c]));
+          }
+          dram.write(bias_addr, raw_bias, "bias");
+          const std::int32_t scale = static_cast<std::int32_t>(rng() % 40001) - 20000;
+          const int shift = 20 + static_cast<int>(rng() % 5);
+          const std::int32_t clip = 100;
+          const std::int32_t neg_alpha = 26, pos_alpha = 256;
+          isa::Instruction output(isa::Opcode::OutputBlock);
+          output.set(isa::Field::OutputBlock_OutputAddr, addr)
+              .set(isa::Field::OutputBlock_AccumulantAddr, acc_addr)
+              .set(isa::Field::OutputBlock_AccumulantReadFirst, accumulants ? 1 : 0)
+              .set(isa::Field::OutputBlock_ChannelItr, 1)
+              .set(isa::Field::OutputBlock_KernelItr, layout.padded_channels() / n_sa)
+              .set(isa::Field::OutputBlock_ImageDimOutput, layout.padded_pixels())
+              .set(isa::Field::OutputBlock_ImageDimAcc, layout.padded_pixels())
+              .set(isa::Field::OutputBlock_OH, oh)
+              .set(isa::Field::OutputBlock_OW, ow)
+              .set(isa::Field::OutputBlock_OpWidth, k.width);
+          isa::Instruction tail_inst(isa::Opcode::TailBlock);
+          tail_inst.set(isa::Field::TailBlock_BiasEn, 1)
+              .set(isa::Field::TailBlock_BiasWidth, 32)
+              .set(isa::Field::TailBlock_BiasStartAddress, bias_addr)
+              .set(isa::Field::TailBlock_BiasEndAddress, bias_addr + bias_bytes)
+              .set(isa::Field::TailBlock_QuantEn, k.quant ? 1 : 0)
+              .set_signed(isa::Field::TailBlock_QuantScale, scale)
+              .set(isa::Field::TailBlock_QuantShift, shift)
+              .set(isa::Field::TailBlock_ActEn, k.act >= 0 ? 1 : 0)
+              .set(isa::Field::TailBlock_ActType, k.act >= 0 ? k.act : 0)
+              .set(isa::Field::TailBlock_ActParam, clip)
+              .set(isa::Field::TailBlock_NegAlpha, neg_alpha)
+              .set(isa::Field::TailBlock_PosAlpha, pos_alpha);
+          const isa::Instruction mega(isa::Opcode::CONV);
+          Diagnostics diag;
+          LayerContext ctx{arch, dram, mega, &output, &tail_inst, 1, diag, 1, 2, 3};
+          const TailPipeline tail(ctx, channels);
+          for (const Isa isa : blocks_testing::isa_paths()) {
+            SCOPED_TRACE(fmt::format("path {}", cpu::name(isa)));
+            dram.fill(addr, layout.bytes() * k.width, 0xAA, "old contents");
+            EXPECT_EQ(tail.write_output(ctx, layout, acc.data(), accumulants ? &acc_addr : nullptr,
+                                        isa),
+                      layout.bytes() * k.width);
+            const Bytes raw = dram.read(addr, layout.bytes() * k.width, "check");
+            for (std::uint64_t c = 0; c < layout.padded_channels(); ++c)
+              for (std::uint64_t p = 0; p < layout.padded_pixels(); ++p) {
+                const std::uint64_t at = layout.offset(c, p);
+                std::int64_t want = 0;
+                if (c < channels && p < pixels) {
+                  std::int32_t v = acc[c * pixels + p];
+                  if (accumulants) v = wrap_add(v, accum[at]);
+                  const int plain_act = k.act <= 1 ? k.act : -1;
+                  if (k.quant) {
+                    want = definition(v, bias[c], scale, shift, 0, plain_act, clip);
+                  } else {
+                    want = wrap_add(v, bias[c]);
+                    if (k.act == 0) want = std::max<std::int64_t>(want, 0);
+                  }
+                  if (k.act == 2) {
+                    const std::int64_t y = ((want < 0 ? neg_alpha : pos_alpha) * want) >> 8;
+                    want = std::clamp<std::int64_t>(y, -128, 127);
+                  }
+                }
+                const std::uint32_t got =
+                    k.width == 1 ? raw[at] : load_be32(&raw[at * 4]);
+                ASSERT_EQ(got, static_cast<std::uint32_t>(want) & (k.width == 1 ? 0xFFu : ~0u))
+                    << "channel " << c << " pixel " << p;
+              }
+          }
+        }
+}
+
 }  // namespace
 }  // namespace npukit::device
