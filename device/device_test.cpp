@@ -251,26 +251,43 @@ TEST(Device, ActivationLayoutInPlaceAndStagedMatchTheFormula) {
                                   [](std::int8_t v) { return v == 0; }));
           // Straight into padded planes: rows below and above (top 1), a dropped first row
           // (top -1, a row skip), left and right padding; every other byte 0, over old bytes.
+          // 13 channels (the tensor above), and 16 (whole channel groups on every array: the
+          // vector path of 9,8,8), written here by the 6.1 formula.
           const std::uint64_t width = 1001, height = 3, left = 2, plane_w = width + left + 3;
-          for (const std::int64_t top : {1, 0, -1}) {
-            const std::uint64_t plane_h = static_cast<std::uint64_t>(
-                static_cast<std::int64_t>(height) + top + (top > 0 ? 1 : 0));
-            std::vector<std::int8_t> planes(layout.channels * plane_h * plane_w, -86);
-            read_activation_planes(ctx, isa::Field::CONV_ImageStartAddress, addr, layout, width,
-                                   top, left, plane_h, plane_w, planes.data());
-            for (std::uint64_t c = 0; c < layout.channels; ++c)
-              for (std::uint64_t r = 0; r < plane_h; ++r)
-                for (std::uint64_t x = 0; x < plane_w; ++x) {
-                  const std::int64_t y = static_cast<std::int64_t>(r) - top;
-                  const bool inside = y >= 0 && y < static_cast<std::int64_t>(height) &&
-                                      x >= left && x < left + width;
-                  const std::int32_t want =
-                      inside ? values[c * layout.pixels + static_cast<std::uint64_t>(y) * width +
-                                      x - left]
-                             : 0;
-                  ASSERT_EQ(planes[(c * plane_h + r) * plane_w + x], want)
-                      << "top " << top << " channel " << c << " row " << r << " column " << x;
-                }
+          const ActivationLayout whole = ActivationLayout::for_arch(arch, 16, height * width);
+          const std::uint64_t whole_addr = addr + 4 * Dram::kPageBytes;
+          Bytes whole_bytes(whole.bytes(), 0);
+          std::vector<std::int32_t> whole_values(whole.channels * whole.pixels);
+          for (std::uint64_t i = 0; i < whole_values.size(); ++i) {
+            whole_values[i] = static_cast<std::int32_t>(i * 53 % 256) - 128;
+            whole_bytes[whole.offset(i / whole.pixels, i % whole.pixels)] =
+                static_cast<std::uint8_t>(whole_values[i]);
+          }
+          dram.write(whole_addr, whole_bytes, "whole groups");
+          for (const bool groups : {false, true}) {
+            const ActivationLayout& l = groups ? whole : layout;
+            const std::vector<std::int32_t>& v = groups ? whole_values : values;
+            for (const std::int64_t top : {1, 0, -1}) {
+              const std::uint64_t plane_h = static_cast<std::uint64_t>(
+                  static_cast<std::int64_t>(height) + top + (top > 0 ? 1 : 0));
+              std::vector<std::int8_t> planes(l.channels * plane_h * plane_w, -86);
+              read_activation_planes(ctx, isa::Field::CONV_ImageStartAddress,
+                                     groups ? whole_addr : addr, l, width, top, left, plane_h,
+                                     plane_w, planes.data());
+              for (std::uint64_t c = 0; c < l.channels; ++c)
+                for (std::uint64_t r = 0; r < plane_h; ++r)
+                  for (std::uint64_t x = 0; x < plane_w; ++x) {
+                    const std::int64_t y = static_cast<std::int64_t>(r) - top;
+                    const bool inside = y >= 0 && y < static_cast<std::int64_t>(height) &&
+                                        x >= left && x < left + width;
+                    const std::int32_t want =
+                        inside ? v[c * l.pixels + static_cast<std::uint64_t>(y) * width + x - left]
+                               : 0;
+                    ASSERT_EQ(planes[(c * plane_h + r) * plane_w + x], want)
+                        << "channels " << l.channels << " top " << top << " channel " << c
+                        << " row " << r << " column " << x;
+                  }
+            }
           }
         } else {
           // Near INT32_MAX, so about half the adds wrap (the accumulant adder's 32-bit wrap).
