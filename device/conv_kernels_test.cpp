@@ -11,6 +11,7 @@
 #include "common/cpu.h"
 #include "common/error.h"
 #include "common/parallel.h"
+#include "device/conv_kernels_test_support.h"
 #include "device/device.h"
 #include "device/test_programs.h"
 
@@ -26,45 +27,9 @@ namespace {
 namespace ck = conv_kernels;
 using namespace testing;
 
-struct Problem {
-  ck::DenseConv conv;
-  std::vector<std::int8_t> planes, weights;
-};
-
-// The definition: for every output channel k and pixel (y, x), the sum over the listed channels
-// and the taps of weight * input, in 64 bits; the snapshot is the same over channels [0, split).
-void plain_conv(const ck::DenseConv& c, std::vector<std::int64_t>& acc,
-                std::vector<std::int64_t>& snapshot) {
-  const std::uint64_t oh = (c.padded_h - c.kh) / c.stride + 1;
-  const std::uint64_t ow = (c.padded_w - c.kw) / c.stride + 1;
-  acc.assign(c.kn * oh * ow, 0);
-  snapshot.assign((c.kn - c.snapshot_from) * oh * ow, 0);
-  for (std::uint64_t k = 0; k < c.kn; ++k)
-    for (std::uint64_t y = 0; y < oh; ++y)
-      for (std::uint64_t x = 0; x < ow; ++x) {
-        std::int64_t sum = 0, first = 0;
-        for (std::uint64_t i = 0; i < c.channels.size(); ++i) {
-          if (i == c.split) first = sum;
-          const std::int64_t ch = c.channels[i];
-          if (ch < 0) continue;
-          for (std::uint64_t dy = 0; dy < c.kh; ++dy)
-            for (std::uint64_t dx = 0; dx < c.kw; ++dx) {
-              const std::int64_t in =
-                  c.planes[(static_cast<std::uint64_t>(ch) * c.padded_h + y * c.stride + dy) *
-                               c.padded_w +
-                           x * c.stride + dx];
-              const std::int64_t w =
-                  c.weights[((k * c.plane_count + static_cast<std::uint64_t>(ch)) * c.kh + dy) *
-                                c.kw +
-                            dx];
-              sum += in * w;
-            }
-        }
-        if (c.split == c.channels.size()) first = sum;
-        acc[(k * oh + y) * ow + x] = sum;
-        if (k >= c.snapshot_from) snapshot[((k - c.snapshot_from) * oh + y) * ow + x] = first;
-      }
-}
+using conv_test::narrow;
+using conv_test::plain_conv;
+using conv_test::Problem;
 
 struct Result {
   std::vector<std::int32_t> acc, snapshot;
@@ -194,15 +159,6 @@ std::vector<Isa> simd_levels() {
   return out;
 }
 
-std::vector<std::int32_t> narrow(const std::vector<std::int64_t>& v) {
-  std::vector<std::int32_t> out;
-  for (std::int64_t x : v) {
-    EXPECT_EQ(x, static_cast<std::int32_t>(x)) << "the plain sum leaves int32";
-    out.push_back(static_cast<std::int32_t>(x));
-  }
-  return out;
-}
-
 // Value patterns: uniform, all -128 (largest positive products), -128 against 127 (largest
 // negative), and sparse weights with zeros.
 enum class Values { kUniform, kAllMin, kMinTimesMax, kSparse };
@@ -224,18 +180,7 @@ Problem random_problem(std::mt19937& rng, Values values) {
   c.padded_h = c.kh + static_cast<std::uint64_t>(pick(0, 3) == 0 ? 0 : pick(0, 14));
   c.padded_w = c.kw + static_cast<std::uint64_t>(pick(0, 3) == 0 ? 0 : pick(0, 30));
   c.kn = static_cast<std::uint64_t>(pick(1, 70));
-  // Channels: a random subset in random order with zero channels mixed in, even length.
-  std::vector<std::int64_t> all;
-  for (std::uint64_t i = 0; i < c.plane_count; ++i) all.push_back(static_cast<std::int64_t>(i));
-  std::shuffle(all.begin(), all.end(), rng);
-  all.resize(static_cast<std::size_t>(pick(0, static_cast<int>(c.plane_count))));
-  for (int z = pick(0, 2); z > 0; --z)
-    all.insert(all.begin() + pick(0, static_cast<int>(all.size())), -1);
-  if (all.size() % 2) all.push_back(-1);
-  c.channels = all;
-  c.split = 2 * static_cast<std::uint64_t>(pick(0, static_cast<int>(all.size() / 2)));
-  c.snapshot_from = static_cast<std::uint64_t>(pick(0, 2) == 0 ? static_cast<int>(c.kn)
-                                                               : pick(0, static_cast<int>(c.kn)));
+  conv_test::random_channels(c, rng, 2);
   p.planes.resize(c.plane_count * c.padded_h * c.padded_w);
   p.weights.resize(c.kn * c.plane_count * c.kh * c.kw);
   std::uniform_int_distribution<int> byte(-128, 127);

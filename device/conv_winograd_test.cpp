@@ -5,6 +5,7 @@
 // fall back to the direct form), the network shapes, kept weight transforms, thread counts, and
 // the pieces one by one (plain C++ and AVX2 transforms mixed), so each is checked on its own.
 #include "device/conv_winograd.h"
+#include "device/conv_kernels_test_support.h"
 
 #include "common/cpu.h"
 #include "common/error.h"
@@ -21,43 +22,18 @@ namespace {
 namespace ck = conv_kernels;
 namespace d = conv_kernels::detail;
 
-struct Problem {
-  ck::DenseConv conv;
-  std::vector<std::int8_t> planes, weights;
-};
+using conv_test::Problem;
 
 struct Result {
   std::vector<std::int32_t> acc, snapshot;
   bool operator==(const Result&) const = default;
 };
 
-// The definition, in 64 bits: for every output channel k and pixel, the sum over the listed
-// channels and the 9 taps of weight * input; the snapshot the same over channels [0, split).
+// The definition (conv_kernels_test_support.h's plain loop), as the int32 the kernels write.
 Result plain(const ck::DenseConv& c) {
-  const std::uint64_t oh = c.padded_h - 2, ow = c.padded_w - 2;
-  Result r;
-  r.acc.assign(c.kn * oh * ow, 0);
-  r.snapshot.assign((c.kn - c.snapshot_from) * oh * ow, 0);
-  for (std::uint64_t k = 0; k < c.kn; ++k)
-    for (std::uint64_t y = 0; y < oh; ++y)
-      for (std::uint64_t x = 0; x < ow; ++x) {
-        std::int64_t sum = 0, first = 0;
-        for (std::uint64_t i = 0; i < c.channels.size(); ++i) {
-          if (i == c.split) first = sum;
-          if (c.channels[i] < 0) continue;
-          const auto ch = static_cast<std::uint64_t>(c.channels[i]);
-          for (std::uint64_t dy = 0; dy < 3; ++dy)
-            for (std::uint64_t dx = 0; dx < 3; ++dx)
-              sum += std::int64_t{c.planes[(ch * c.padded_h + y + dy) * c.padded_w + x + dx]} *
-                     c.weights[((k * c.plane_count + ch) * 3 + dy) * 3 + dx];
-        }
-        if (c.split == c.channels.size()) first = sum;
-        EXPECT_EQ(sum, static_cast<std::int32_t>(sum)) << "the plain sum leaves int32";
-        r.acc[(k * oh + y) * ow + x] = static_cast<std::int32_t>(sum);
-        if (k >= c.snapshot_from)
-          r.snapshot[((k - c.snapshot_from) * oh + y) * ow + x] = static_cast<std::int32_t>(first);
-      }
-  return r;
+  std::vector<std::int64_t> acc, snapshot;
+  conv_test::plain_conv(c, acc, snapshot);
+  return {conv_test::narrow(acc), conv_test::narrow(snapshot)};
 }
 
 Result prepared(const ck::DenseConv& c) {
@@ -105,9 +81,10 @@ std::vector<std::pair<std::string, d::WinogradKernels>> kernel_sets() {
 // Every way to compute it against `want`: the Winograd pieces, and dense_conv at every level the
 // CPU has (the same sums whichever form dense_conv takes).
 void expect_all_paths(const ck::DenseConv& c, const Result& want, bool pieces = true) {
-  if (pieces)
+  if (pieces) {
     for (const auto& [name, kernels] : kernel_sets())
       EXPECT_EQ(run_winograd(c, kernels), want) << name;
+  }
   for (Isa isa : cpu::kAllIsas)
     if (cpu::supports(isa)) {
       EXPECT_EQ(run(c, isa), want) << cpu::name(isa);
@@ -170,18 +147,7 @@ TEST(ConvWinograd, RandomShapesEqualThePlainLoopAndTheScalarLevel) {
         problem(static_cast<std::uint64_t>(pick(1, 40)), static_cast<std::uint64_t>(pick(3, 22)),
                 static_cast<std::uint64_t>(pick(3, 22)), static_cast<std::uint64_t>(pick(1, 75)));
     ck::DenseConv& c = p.conv;
-    // A random subset of the planes in random order with zero channels mixed in, even length.
-    std::vector<std::int64_t> all;
-    for (std::uint64_t i = 0; i < c.plane_count; ++i) all.push_back(static_cast<std::int64_t>(i));
-    std::shuffle(all.begin(), all.end(), rng);
-    all.resize(static_cast<std::size_t>(pick(0, static_cast<int>(c.plane_count))));
-    for (int z = pick(0, 3); z > 0; --z)
-      all.insert(all.begin() + pick(0, static_cast<int>(all.size())), -1);
-    if (all.size() % 2) all.push_back(-1);
-    c.channels = all;
-    c.split = 2 * static_cast<std::uint64_t>(pick(0, static_cast<int>(all.size() / 2)));
-    c.snapshot_from = static_cast<std::uint64_t>(pick(0, 2) == 0 ? static_cast<int>(c.kn)
-                                                                 : pick(0, static_cast<int>(c.kn)));
+    conv_test::random_channels(c, rng, 3);
     fill(p, static_cast<Values>(trial % 5), rng);
     SCOPED_TRACE(::testing::Message()
                  << "trial " << trial << ": " << c.plane_count << " planes " << c.padded_h << "x"
