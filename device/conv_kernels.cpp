@@ -501,8 +501,9 @@ void dense_conv(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot, I
   // Exact integer Winograd F(2x2, 3x3) for 3x3 stride 1 (device/conv_winograd.h) is not
   // dispatched here: it beats this form in BM_DenseConv (one call per whole layer), but made
   // `npukit eval` slower on resnet18 (~+10 %) and resnet50 (~+13 %), one thread, measured
-  // against the same binary without the dispatch (why is not established yet: the device's
-  // calls may not be whole layers, and the transformed weights are 3.6x the bytes).
+  // against the same binary without the dispatch. The calls are whole layers, as in the
+  // benchmark. The likely cause, not yet measured, is that eval streams the network's
+  // transformed weights (3.6x the bytes) from memory every image (docs/device.md).
   if (cpu::path_allowed(level, Isa::kAvx2))
     return dense_conv_gemm(c, acc, snapshot, gemm_quads_avx2, gemm_pairs_avx2, lanes_out_avx2,
                            interleave_quads_avx2);
