@@ -167,7 +167,7 @@ TEST(ConvWinograd, ExtremeValuesAtTheChannelBoundAndJustPast) {
   std::mt19937 rng(7);
   for (const std::uint64_t channels : {d::kWinogradMaxChannels, d::kWinogradMaxChannels + 2})
     for (const Values values : {Values::kAllMin, Values::kMinTimesMax, Values::kAlternating}) {
-      // 10x10 outputs: 25 tiles, so dense_conv's AVX2 level takes Winograd when it applies.
+      // 10x10 outputs: 25 tiles, enough for winograd_pays (dense_conv does not dispatch it today).
       Problem p = problem(channels, 12, 12, 3);
       ck::DenseConv& c = p.conv;
       c.split = channels / 2 / 2 * 2;

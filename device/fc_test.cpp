@@ -118,6 +118,24 @@ void add_fc(ProgramBuilder& b, const FcSpec& f, bool flatten, int image_dim, std
 
 const isa::SaArch kArchs[] = {isa::kArch9x4x4, isa::kArch9x8x8, isa::kArch16x1x16};
 
+// Runs one vector-input FC of f on x (dispatched) on `arch` and returns the dispatched payload;
+// `lead` zero bytes are placed before the weight blob, to move it inside its DRAM page.
+Bytes run_vector_fc(const isa::SaArch& arch, const FcSpec& f, const std::vector<std::int32_t>& x,
+                    std::uint64_t lead = 0) {
+  ProgramBuilder b{arch};
+  Bytes input(up(f.k, 32), 0);
+  for (int j = 0; j < f.k; ++j) input[j] = static_cast<std::uint8_t>(x[j]);
+  const std::uint32_t in_addr = b.alloc(input.size());
+  const std::uint32_t out_addr = b.alloc(up(f.m, 32));
+  if (lead != 0) b.add_blob(Bytes(lead, 0));
+  add_fc(b, f, false, 0, in_addr, input.size(), out_addr, true);
+  b.finish();
+  const auto dev = run_program(arch, b, in_addr, input, 8ull << 20);
+  const auto frames = isa::parse_dispatch_frames(dev->take_dispatch_output());
+  EXPECT_EQ(frames.size(), 1u);
+  return frames.empty() ? Bytes{} : frames[0].payload;
+}
+
 TEST(Fc, VectorInputMatchesPlainLoops) {
   for (const auto& arch : kArchs) {
     FcSpec f;
@@ -126,22 +144,12 @@ TEST(Fc, VectorInputMatchesPlainLoops) {
     std::vector<std::int32_t> x(f.k);
     std::mt19937 rng(8);
     for (auto& v : x) v = std::uniform_int_distribution<int>(-128, 127)(rng);
-    ProgramBuilder b{arch};
-    Bytes input(up(f.k, 32), 0);
-    for (int j = 0; j < f.k; ++j) input[j] = static_cast<std::uint8_t>(x[j]);
-    const std::uint32_t in_addr = b.alloc(input.size());
-    const std::uint32_t out_addr = b.alloc(up(f.m, 32));
-    add_fc(b, f, false, 0, in_addr, input.size(), out_addr, true);
-    b.finish();
-    const auto dev = run_program(arch, b, in_addr, input, 8ull << 20);
-    const auto frames = isa::parse_dispatch_frames(dev->take_dispatch_output());
-    ASSERT_EQ(frames.size(), 1u);
-    ASSERT_EQ(frames[0].payload.size(), up(f.m, 32));
+    const Bytes payload = run_vector_fc(arch, f, x);
+    ASSERT_EQ(payload.size(), up(f.m, 32));
     const auto expected = ref_fc(f, x);
     for (int o = 0; o < f.m; ++o)
-      EXPECT_EQ(static_cast<std::int8_t>(frames[0].payload[o]), expected[o])
-          << arch.str() << " o " << o;
-    for (std::size_t o = f.m; o < frames[0].payload.size(); ++o) EXPECT_EQ(frames[0].payload[o], 0);
+      EXPECT_EQ(static_cast<std::int8_t>(payload[o]), expected[o]) << arch.str() << " o " << o;
+    for (std::size_t o = f.m; o < payload.size(); ++o) EXPECT_EQ(payload[o], 0);
   }
 }
 
@@ -187,21 +195,11 @@ TEST(Fc, WeightsAcrossDramPagesMatchPlainLoops) {
     std::vector<std::int32_t> x(f.k);
     std::mt19937 rng(5);
     for (auto& v : x) v = rng() % 3 == 0 ? 0 : std::uniform_int_distribution<int>(-128, 127)(rng);
-    ProgramBuilder b{arch};
-    Bytes input(up(f.k, 32), 0);
-    for (int j = 0; j < f.k; ++j) input[j] = static_cast<std::uint8_t>(x[j]);
-    const std::uint32_t in_addr = b.alloc(input.size());
-    const std::uint32_t out_addr = b.alloc(up(f.m, 32));
-    if (lead != 0) b.add_blob(Bytes(lead, 0));  // shifts the weight blob inside its page
-    add_fc(b, f, false, 0, in_addr, input.size(), out_addr, true);
-    b.finish();
-    const auto dev = run_program(arch, b, in_addr, input, 8ull << 20);
-    const auto frames = isa::parse_dispatch_frames(dev->take_dispatch_output());
-    ASSERT_EQ(frames.size(), 1u);
+    const Bytes payload = run_vector_fc(arch, f, x, lead);
+    ASSERT_EQ(payload.size(), up(f.m, 32));
     const auto expected = ref_fc(f, x);
     for (int o = 0; o < f.m; ++o)
-      EXPECT_EQ(static_cast<std::int8_t>(frames[0].payload[o]), expected[o])
-          << "lead " << lead << " o " << o;
+      EXPECT_EQ(static_cast<std::int8_t>(payload[o]), expected[o]) << "lead " << lead << " o " << o;
   }
 }
 

@@ -433,8 +433,6 @@ TEST(Calibration, EntropyDoesNotClipASparseTensor) {
 
 // ---- batch-norm folding --------------------------------------------------------------------
 
-// torch writes Identity(initializer) for equal parameters; the Conv behind it must still be
-// quantized (resnet18 had 16 of 20 convs left in float before this fold).
 // Weights are w / scale rounded half to even (scale = max |w| / 127), clamped to +-127: here
 // scale is 1, so the ties 0.5, 1.5, 2.5, -2.5 go to 0, 2, 2, -2, and 126.5 to 126.
 TEST(WeightQuantization, RoundsHalfToEven) {
@@ -457,6 +455,8 @@ TEST(WeightQuantization, RoundsHalfToEven) {
             (std::vector<std::int8_t>{0, 2, 2, -2, 126, -127, 0, 0, 4}));
 }
 
+// torch writes Identity(initializer) for equal parameters; the Conv behind it must still be
+// quantized (resnet18 had 16 of 20 convs left in float before this fold).
 TEST(ConstantIdentities, ConvBehindIdentityIsQuantized) {
   ir::Graph g;
   g.name = "identity_bias";
