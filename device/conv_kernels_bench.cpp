@@ -4,6 +4,7 @@
 // reads, where the AVX2 level may take its u8 path). Rates are of CPU time.
 #include "common/cpu.h"
 #include "device/conv_kernels.h"
+#include "device/conv_winograd.h"
 #include "device/depthwise.h"
 
 #include <benchmark/benchmark.h>
@@ -21,7 +22,8 @@ using namespace npukit::device::conv_kernels;
 // padding: a k x k kernel gets (k - 1) / 2 on each side, as resnet's), stride, input kind (0
 // signed, 1 relu), level (1 scalar, 2 avx2, 3 avxvnni, 4 avx512vnni), kept (1: the weights are
 // packed once and kept in a WeightPacks, as conv.cpp runs a network image after image; 0: packed
-// on every call).
+// on every call), form (0: dense_conv as it dispatches; 1: the Winograd path with its AVX2
+// pieces, device/conv_winograd.h, for 3x3 stride-1 shapes whichever form dense_conv picks).
 void BM_DenseConv(benchmark::State& state) {
   const auto level = static_cast<npukit::Isa>(state.range(6));
   if (!npukit::cpu::supports(level)) {
@@ -52,30 +54,43 @@ void BM_DenseConv(benchmark::State& state) {
   WeightPacks packs;
   if (state.range(7) != 0) conv.packs = &packs;
   std::vector<std::int32_t> acc(cout * conv.oh() * conv.ow());
+  const bool winograd = state.range(8) != 0;
+  if (winograd && (level != npukit::Isa::kAvx2 || !winograd_applies(conv))) {
+    state.SkipWithError("the Winograd form runs 3x3 stride-1 shapes at the AVX2 level");
+    return;
+  }
   for (auto _ : state) {
-    dense_conv(conv, acc.data(), nullptr, level);
+    if (winograd)
+      detail::dense_conv_winograd(conv, acc.data(), nullptr, detail::winograd_kernels_avx2());
+    else
+      dense_conv(conv, acc.data(), nullptr, level);
     benchmark::DoNotOptimize(acc.data());
   }
   const double macs = static_cast<double>(cin * cout * k * k * conv.oh() * conv.ow());
   state.counters["MAC/s"] = benchmark::Counter(macs, benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(npukit::cpu::name(level)) + (relu ? " relu" : " signed") +
-                 (conv.packs ? " kept" : ""));
+                 (conv.packs ? " kept" : "") + (winograd ? " winograd" : ""));
 }
 // resnet18's 3x3 layers (also packing the weights on every call, as before the packs were kept),
 // its first layer (7x7 stride 2 on the signed 3-channel image), and resnet50's 1x1 layers.
 BENCHMARK(BM_DenseConv)
-    ->ArgNames({"ci", "co", "k", "hw", "s", "relu", "isa", "kept"})
-    ->ArgsProduct({{64}, {64}, {3}, {56}, {1}, {0, 1}, {1, 2, 3, 4}, {0, 1}})
-    ->ArgsProduct({{128}, {128}, {3}, {28}, {1}, {0, 1}, {2, 3, 4}, {0, 1}})
-    ->ArgsProduct({{256}, {256}, {3}, {14}, {1}, {0, 1}, {2, 3, 4}, {0, 1}})
-    ->ArgsProduct({{512}, {512}, {3}, {7}, {1}, {0, 1}, {2, 3, 4}, {0, 1}})
-    ->ArgsProduct({{64}, {64}, {3}, {56}, {2}, {0, 1}, {2, 3, 4}, {1}})
-    ->ArgsProduct({{3}, {64}, {7}, {224}, {2}, {0}, {2, 3, 4}, {1}})
-    ->ArgsProduct({{256}, {64}, {1}, {56}, {1}, {1}, {2, 3, 4}, {1}})
-    ->ArgsProduct({{64}, {256}, {1}, {56}, {1}, {1}, {2, 3, 4}, {1}})
-    ->ArgsProduct({{1024}, {256}, {1}, {14}, {1}, {1}, {2, 3, 4}, {1}})
-    ->ArgsProduct({{2048}, {512}, {1}, {7}, {1}, {1}, {2, 3, 4}, {1}})
-    ->ArgsProduct({{512}, {2048}, {1}, {7}, {1}, {1}, {2, 3, 4}, {1}})
+    ->ArgNames({"ci", "co", "k", "hw", "s", "relu", "isa", "kept", "wino"})
+    ->ArgsProduct({{64}, {64}, {3}, {56}, {1}, {0, 1}, {1, 2, 3, 4}, {0, 1}, {0}})
+    ->ArgsProduct({{128}, {128}, {3}, {28}, {1}, {0, 1}, {2, 3, 4}, {0, 1}, {0}})
+    ->ArgsProduct({{256}, {256}, {3}, {14}, {1}, {0, 1}, {2, 3, 4}, {0, 1}, {0}})
+    ->ArgsProduct({{512}, {512}, {3}, {7}, {1}, {0, 1}, {2, 3, 4}, {0, 1}, {0}})
+    // the Winograd form on the same 3x3 stride-1 shapes (weights kept)
+    ->ArgsProduct({{64}, {64}, {3}, {56}, {1}, {0, 1}, {2}, {1}, {1}})
+    ->ArgsProduct({{128}, {128}, {3}, {28}, {1}, {0, 1}, {2}, {1}, {1}})
+    ->ArgsProduct({{256}, {256}, {3}, {14}, {1}, {0, 1}, {2}, {1}, {1}})
+    ->ArgsProduct({{512}, {512}, {3}, {7}, {1}, {0, 1}, {2}, {1}, {1}})
+    ->ArgsProduct({{64}, {64}, {3}, {56}, {2}, {0, 1}, {2, 3, 4}, {1}, {0}})
+    ->ArgsProduct({{3}, {64}, {7}, {224}, {2}, {0}, {2, 3, 4}, {1}, {0}})
+    ->ArgsProduct({{256}, {64}, {1}, {56}, {1}, {1}, {2, 3, 4}, {1}, {0}})
+    ->ArgsProduct({{64}, {256}, {1}, {56}, {1}, {1}, {2, 3, 4}, {1}, {0}})
+    ->ArgsProduct({{1024}, {256}, {1}, {14}, {1}, {1}, {2, 3, 4}, {1}, {0}})
+    ->ArgsProduct({{2048}, {512}, {1}, {7}, {1}, {1}, {2, 3, 4}, {1}, {0}})
+    ->ArgsProduct({{512}, {2048}, {1}, {7}, {1}, {1}, {2, 3, 4}, {1}, {0}})
     ->Unit(benchmark::kMillisecond);
 
 // Depthwise 3x3 (one input plane per output channel, as conv.cpp runs kDepthwise layers) on

@@ -7,7 +7,6 @@
 #include "common/parallel.h"
 
 #include <algorithm>
-#include <array>
 #include <functional>
 
 namespace npukit::device::conv_kernels {
@@ -16,10 +15,7 @@ namespace {
 struct WinogradXTag;
 struct WinogradVTag;
 struct WinogradUTag;
-struct WinogradOffsetTag;
-struct WinogradQTag;
 struct WinogradYTag;
-struct WinogradOutTag;
 
 std::uint32_t pair_word(std::int32_t lo, std::int32_t hi) {
   return static_cast<std::uint32_t>(static_cast<std::uint16_t>(lo)) |
@@ -78,13 +74,30 @@ void winograd_input_scalar(const std::uint32_t* x, std::uint64_t xw, std::uint64
       }
 }
 
+void winograd_gemm_scalar(const std::uint32_t* v, std::uint64_t tile_stride, std::uint64_t n,
+                          const std::uint32_t* u, std::uint64_t pairs, std::uint64_t blocks,
+                          std::uint64_t g_begin, std::uint64_t g_end, bool accumulate,
+                          std::int32_t* y) {
+  for (std::uint64_t t = 0; t < n; ++t)
+    for (std::uint64_t k = 0; k < blocks * kGemmBlock; ++k) {
+      // Wrapping int32 arithmetic, in unsigned (see the header); each pair's sum is exact.
+      std::uint32_t sum = accumulate ? static_cast<std::uint32_t>(y[t * kGemmK + k]) : 0;
+      for (std::uint64_t g = g_begin; g < g_end; ++g) {
+        const std::uint32_t x = v[g * tile_stride + t];
+        const std::uint32_t w = u[((k / kGemmBlock) * pairs + g) * kGemmBlock + k % kGemmBlock];
+        sum += static_cast<std::uint32_t>(half(x, 0) * half(w, 0) + half(x, 1) * half(w, 1));
+      }
+      y[t * kGemmK + k] = static_cast<std::int32_t>(sum);
+    }
+}
+
 void winograd_output_scalar(const std::int32_t* y, std::uint64_t xi_stride, std::uint64_t rows,
                             std::uint64_t tiles_w, std::uint64_t out_rows, std::uint64_t ow,
-                            std::uint64_t k_count, std::int32_t* out) {
-  const std::uint64_t k_end = (k_count + 7) / 8 * 8;
+                            std::uint64_t k_first, std::uint64_t k_count, std::int32_t* out,
+                            std::uint64_t out_stride) {
   for (std::uint64_t r = 0; r < rows; ++r)
     for (std::uint64_t tx = 0; tx < tiles_w; ++tx)
-      for (std::uint64_t k = 0; k < k_end; ++k) {
+      for (std::uint64_t k = k_first; k < k_first + k_count; ++k) {
         // Wrapping int32 arithmetic, in unsigned (see the header).
         std::uint32_t m[16];
         for (std::uint64_t xi = 0; xi < 16; ++xi)
@@ -99,20 +112,20 @@ void winograd_output_scalar(const std::int32_t* y, std::uint64_t xi_stride, std:
           for (std::uint64_t b = 0; b < 2; ++b) {
             const std::uint64_t oy = 2 * r + a, ox = 2 * tx + b;
             if (oy < out_rows && ox < ow)
-              out[(oy * ow + ox) * kGemmK + k] = static_cast<std::int32_t>(yy[b]) >> 2;
+              out[(k - k_first) * out_stride + oy * ow + ox] =
+                  static_cast<std::int32_t>(yy[b]) >> 2;
           }
         }
       }
 }
 
 WinogradKernels winograd_kernels_scalar() {
-  return {winograd_pack_scalar, winograd_input_scalar, gemm_pairs_scalar, winograd_output_scalar,
-          lanes_out_scalar};
+  return {winograd_pack_scalar, winograd_input_scalar, winograd_gemm_scalar,
+          winograd_output_scalar};
 }
 
 WinogradKernels winograd_kernels_avx2() {
-  return {winograd_pack_avx2, winograd_input_avx2, gemm_pairs_avx2, winograd_output_avx2,
-          lanes_out_avx2};
+  return {winograd_pack_avx2, winograd_input_avx2, winograd_gemm_avx2, winograd_output_avx2};
 }
 
 void winograd_weights(const DenseConv& c, std::vector<std::uint32_t>& u) {
@@ -204,40 +217,21 @@ void dense_conv_winograd(const DenseConv& c, std::int32_t* acc, std::int32_t* sn
           c.padded_h - y0, c.padded_w, xh, xw, x.data());
       kern.input(x.data(), xw, rows, tiles_w, v.data() + g * tile_stride, pairs * tile_stride);
     }
-    // The 16 GEMMs' operands: taps = 1, group g's tile t at g * tile_stride + t.
-    std::vector<std::int64_t>& offset = thread_buffer<std::int64_t, WinogradOffsetTag>();
-    offset.resize(pairs);
-    for (std::uint64_t g = 0; g < pairs; ++g)
-      offset[g] = static_cast<std::int64_t>(g * tile_stride);
-    std::array<GemmOperands, 16> ops;
-    for (std::uint64_t xi = 0; xi < 16; ++xi) {
-      ops[xi].x = v.data() + xi * pairs * tile_stride;
-      ops[xi].groups = pairs;
-      ops[xi].taps = 1;
-      ops[xi].offset = offset.data();
-      ops[xi].w = u.data() + xi * kn_padded * pairs;
-    }
-    std::vector<std::uint64_t>& q = thread_buffer<std::uint64_t, WinogradQTag>();
-    q.resize(n);
-    for (std::uint64_t i = 0; i < n; ++i) q[i] = i;
     std::vector<std::int32_t>& y = thread_buffer<std::int32_t, WinogradYTag>();
-    y.resize(16 * y_stride);
-    std::vector<std::int32_t>& staged = thread_buffer<std::int32_t, WinogradOutTag>();
-    staged.resize(2 * band_rows * ow * kGemmK + 8);  // lanes_out_avx2 reads 7 lanes past
+    y.resize(16 * y_stride + 3 * kGemmK);  // the output transform reads 3 tiles past the band
     for (std::uint64_t k0 = 0; k0 < kn_padded; k0 += kGemmK) {
       const std::uint64_t blocks = std::min(kGemmK, kn_padded - k0) / kGemmBlock;
       const std::uint64_t k_end = std::min(c.kn, k0 + blocks * kGemmBlock);
       auto run = [&](std::uint64_t begin, std::uint64_t end, bool accumulate) {
         for (std::uint64_t xi = 0; xi < 16; ++xi)
-          for (std::uint64_t b = 0; b < blocks; b += 2)
-            kern.tiles(ops[xi], k0 / kGemmBlock + b, std::min<std::uint64_t>(2, blocks - b),
-                       q.data(), n, begin, end, accumulate,
-                       y.data() + xi * y_stride + b * kGemmBlock);
+          kern.tiles(v.data() + xi * pairs * tile_stride, tile_stride, n,
+                     u.data() + xi * kn_padded * pairs + k0 * pairs, pairs, blocks, begin, end,
+                     accumulate, y.data() + xi * y_stride);
       };
+      // Output channels [from, k_end) to the planes of channel `from` at `dst`.
       auto write = [&](std::uint64_t from, std::int32_t* dst) {
-        kern.output(y.data(), y_stride, rows, tiles_w, out_rows, ow, k_end - k0, staged.data());
-        kern.out(staged.data() + (from - k0), out_rows * ow, k_end - from, dst + 2 * ty0 * ow,
-                 pixels);
+        kern.output(y.data(), y_stride, rows, tiles_w, out_rows, ow, from - k0, k_end - from,
+                    dst + 2 * ty0 * ow, pixels);
       };
       if (snapshot && k_end > c.snapshot_from) {
         run(0, split_pairs, false);

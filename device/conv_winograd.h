@@ -53,23 +53,35 @@ using WinogradPackFn = void(const std::int8_t* lo, const std::int8_t* hi, std::u
 // the previous one spilt).
 using WinogradInputFn = void(const std::uint32_t* x, std::uint64_t xw, std::uint64_t tiles_h,
                              std::uint64_t tiles_w, std::uint32_t* v, std::uint64_t xi_stride);
-// Y = (A^T M A) >> 2 for a band of `rows` rows of tiles_w tiles: M[xi] for tile i and output
-// channel k at y[xi * xi_stride + i * kGemmK + k] (k < k_count rounded up to 8), the outputs to
-// out[(r * ow + x) * kGemmK + k] for output rows r < out_rows and columns x < ow of the band.
+// The 16 GEMMs' arithmetic for one position xi of one band: for tiles t < n and output channel
+// blocks b < blocks (8 channels each), y[t * kGemmK + 8 b + j] (+)= the sum over pairs g in
+// [g_begin, g_end) of the int16 pair products of v[g * tile_stride + t] (V of pair g and tile t)
+// and u[(b * pairs + g) * 8 + j] (U of output channel 8 b + j); wrapping int32 (see above).
+// accumulate = false starts at 0.
+using WinogradGemmFn = void(const std::uint32_t* v, std::uint64_t tile_stride, std::uint64_t n,
+                            const std::uint32_t* u, std::uint64_t pairs, std::uint64_t blocks,
+                            std::uint64_t g_begin, std::uint64_t g_end, bool accumulate,
+                            std::int32_t* y);
+// Y = (A^T M A) >> 2 for a band of `rows` rows of tiles_w tiles, straight into output planes:
+// M[xi] for tile i and lane k at y[xi * xi_stride + i * kGemmK + k]; for the lanes k in
+// [k_first, k_first + k_count) and the output rows r < out_rows and columns x < ow of the band,
+// out[(k - k_first) * out_stride + r * ow + x]. Reads lanes of up to 3 tiles past the band's
+// last one (y needs 3 * kGemmK words of slack).
 using WinogradOutputFn = void(const std::int32_t* y, std::uint64_t xi_stride, std::uint64_t rows,
                               std::uint64_t tiles_w, std::uint64_t out_rows, std::uint64_t ow,
-                              std::uint64_t k_count, std::int32_t* out);
+                              std::uint64_t k_first, std::uint64_t k_count, std::int32_t* out,
+                              std::uint64_t out_stride);
 
 WinogradPackFn winograd_pack_scalar, winograd_pack_avx2;
 WinogradInputFn winograd_input_scalar, winograd_input_avx2;
+WinogradGemmFn winograd_gemm_scalar, winograd_gemm_avx2;
 WinogradOutputFn winograd_output_scalar, winograd_output_avx2;
 
 struct WinogradKernels {
   WinogradPackFn* pack;
   WinogradInputFn* input;
-  GemmTiles tiles;  // on the transformed operands, taps = 1 (gemm_pairs_*)
+  WinogradGemmFn* tiles;
   WinogradOutputFn* output;
-  LanesOut out;
 };
 // Plain C++ throughout (tests the scheme on any CPU), and AVX2.
 WinogradKernels winograd_kernels_scalar();

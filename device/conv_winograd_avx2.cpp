@@ -102,45 +102,169 @@ __attribute__((target("avx2"))) void winograd_input_avx2(const std::uint32_t* x,
   }
 }
 
-// 8 output channels per vector: A^T M (rows), then the columns, then the arithmetic shift.
+// The GEMM as conv_kernels_avx2.cpp's channels-in-lanes tiles, specialised to one tap and one
+// stream of pairs: a register tile of P tiles x V vectors of 8 output channels; per pair, V
+// weight vectors loaded and each tile's V word broadcast once. P = 6, V = 2 fills the 16
+// registers (12 sums, 2 weights, the broadcast, its product); the pairs need no vector of ones.
+template <int P, int V>
+__attribute__((target("avx2"))) static inline void winograd_gemm_tile(
+    const std::uint32_t* v, std::uint64_t tile_stride, const std::uint32_t* u,
+    std::uint64_t u_block, std::uint64_t g_begin, std::uint64_t g_end, bool accumulate,
+    std::int32_t* y) {
+  __m256i acc[P][V];
+#pragma GCC unroll 8
+  for (int i = 0; i < P; ++i)
+#pragma GCC unroll 8
+    for (int b = 0; b < V; ++b)
+      acc[i][b] = accumulate ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                   y + static_cast<std::uint64_t>(i) * kGemmK + 8 * b))
+                             : _mm256_setzero_si256();
+  const std::uint32_t* x = v + g_begin * tile_stride;
+  const std::uint32_t* w = u + g_begin * kGemmBlock;
+  for (std::uint64_t g = g_begin; g < g_end; ++g, x += tile_stride, w += kGemmBlock) {
+    __m256i wv[V];
+#pragma GCC unroll 8
+    for (int b = 0; b < V; ++b)
+      wv[b] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + b * u_block));
+#pragma GCC unroll 8
+    for (int i = 0; i < P; ++i) {
+      const __m256i bx = _mm256_set1_epi32(static_cast<int>(x[i]));
+#pragma GCC unroll 8
+      for (int b = 0; b < V; ++b)
+        acc[i][b] = _mm256_add_epi32(acc[i][b], _mm256_madd_epi16(bx, wv[b]));
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < P; ++i)
+#pragma GCC unroll 8
+    for (int b = 0; b < V; ++b)
+      _mm256_storeu_si256(
+          reinterpret_cast<__m256i*>(y + static_cast<std::uint64_t>(i) * kGemmK + 8 * b),
+          acc[i][b]);
+}
+
+template <int V>
+__attribute__((target("avx2"))) static void winograd_gemm_blocks(
+    const std::uint32_t* v, std::uint64_t tile_stride, std::uint64_t n, const std::uint32_t* u,
+    std::uint64_t u_block, std::uint64_t g_begin, std::uint64_t g_end, bool accumulate,
+    std::int32_t* y) {
+  constexpr std::uint64_t P = 6;
+  std::uint64_t t = 0;
+  auto tile = [&](auto p) {
+    winograd_gemm_tile<decltype(p)::value, V>(v + t, tile_stride, u, u_block, g_begin, g_end,
+                                              accumulate, y + t * kGemmK);
+  };
+  for (; t + P <= n; t += P) tile(std::integral_constant<int, P>{});
+  switch (n - t) {
+    case 5:
+      return tile(std::integral_constant<int, 5>{});
+    case 4:
+      return tile(std::integral_constant<int, 4>{});
+    case 3:
+      return tile(std::integral_constant<int, 3>{});
+    case 2:
+      return tile(std::integral_constant<int, 2>{});
+    case 1:
+      return tile(std::integral_constant<int, 1>{});
+    default:
+      return;
+  }
+}
+
+__attribute__((target("avx2"))) void winograd_gemm_avx2(const std::uint32_t* v,
+                                                        std::uint64_t tile_stride, std::uint64_t n,
+                                                        const std::uint32_t* u, std::uint64_t pairs,
+                                                        std::uint64_t blocks, std::uint64_t g_begin,
+                                                        std::uint64_t g_end, bool accumulate,
+                                                        std::int32_t* y) {
+  const std::uint64_t u_block = pairs * kGemmBlock;
+  std::uint64_t b = 0;
+  for (; b + 2 <= blocks; b += 2)
+    winograd_gemm_blocks<2>(v, tile_stride, n, u + b * u_block, u_block, g_begin, g_end, accumulate,
+                            y + b * kGemmBlock);
+  if (b < blocks)
+    winograd_gemm_blocks<1>(v, tile_stride, n, u + b * u_block, u_block, g_begin, g_end, accumulate,
+                            y + b * kGemmBlock);
+}
+
+// 8 lanes (output channels) of 4 tiles of a tile row at a time: A^T M, then the columns and the
+// arithmetic shift give each tile's outputs (row a, column b) with the channels in the lanes.
+// Output row a of the 4 tiles is then turned so a vector holds one channel's 8 outputs: the
+// columns interleaved per channel (unpack 32: a 64-bit element is one channel's (b = 0, b = 1)
+// of one tile), then the 4 tiles' elements gathered per channel (unpack 64 and 128-bit halves).
 __attribute__((target("avx2"))) void winograd_output_avx2(
     const std::int32_t* y, std::uint64_t xi_stride, std::uint64_t rows, std::uint64_t tiles_w,
-    std::uint64_t out_rows, std::uint64_t ow, std::uint64_t k_count, std::int32_t* out) {
+    std::uint64_t out_rows, std::uint64_t ow, std::uint64_t k_first, std::uint64_t k_count,
+    std::int32_t* out, std::uint64_t out_stride) {
+  const std::uint64_t k_end = k_first + k_count;
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (std::uint64_t r = 0; r < rows; ++r)
-    for (std::uint64_t tx = 0; tx < tiles_w; ++tx) {
-      const std::int32_t* m = y + (r * tiles_w + tx) * kGemmK;
-      const bool full = 2 * r + 1 < out_rows && 2 * tx + 1 < ow;
-      for (std::uint64_t k = 0; k < k_count; k += 8) {
-        __m256i t[2][4];
-        for (std::uint64_t col = 0; col < 4; ++col) {
-          const __m256i m0 =
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m + col * xi_stride + k));
-          const __m256i m1 =
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m + (4 + col) * xi_stride + k));
-          const __m256i m2 =
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m + (8 + col) * xi_stride + k));
-          const __m256i m3 =
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m + (12 + col) * xi_stride + k));
-          t[0][col] = _mm256_add_epi32(_mm256_add_epi32(m0, m1), m2);
-          t[1][col] = _mm256_sub_epi32(_mm256_sub_epi32(m1, m2), m3);
+    for (std::uint64_t kb = k_first / 8 * 8; kb < k_end; kb += 8)
+      for (std::uint64_t tx = 0; tx < tiles_w; tx += 4) {
+        // yo[a][2 t + b]: tile tx + t's output (row a, column b), 8 channels.
+        __m256i yo[2][8];
+        for (std::uint64_t t = 0; t < 4; ++t) {
+          const std::int32_t* m = y + (r * tiles_w + tx + t) * kGemmK + kb;
+          __m256i tt[2][4];
+          for (std::uint64_t col = 0; col < 4; ++col) {
+            const __m256i m0 =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m + col * xi_stride));
+            const __m256i m1 =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m + (4 + col) * xi_stride));
+            const __m256i m2 =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m + (8 + col) * xi_stride));
+            const __m256i m3 =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m + (12 + col) * xi_stride));
+            tt[0][col] = _mm256_add_epi32(_mm256_add_epi32(m0, m1), m2);
+            tt[1][col] = _mm256_sub_epi32(_mm256_sub_epi32(m1, m2), m3);
+          }
+          for (std::uint64_t a = 0; a < 2; ++a) {
+            yo[a][2 * t] = _mm256_srai_epi32(
+                _mm256_add_epi32(_mm256_add_epi32(tt[a][0], tt[a][1]), tt[a][2]), 2);
+            yo[a][2 * t + 1] = _mm256_srai_epi32(
+                _mm256_sub_epi32(_mm256_sub_epi32(tt[a][1], tt[a][2]), tt[a][3]), 2);
+          }
         }
+        const std::uint64_t ox = 2 * tx, count = std::min<std::uint64_t>(8, ow - ox);
+        // The lanes of the outputs inside the row (the last group of a row may hang over).
+        const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lane);
         for (std::uint64_t a = 0; a < 2; ++a) {
-          const __m256i y0 =
-              _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(t[a][0], t[a][1]), t[a][2]), 2);
-          const __m256i y1 =
-              _mm256_srai_epi32(_mm256_sub_epi32(_mm256_sub_epi32(t[a][1], t[a][2]), t[a][3]), 2);
           const std::uint64_t oy = 2 * r + a;
-          std::int32_t* dst = out + (oy * ow + 2 * tx) * kGemmK + k;
-          if (full) {
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), y0);
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + kGemmK), y1);
-          } else if (oy < out_rows) {
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), y0);
-            if (2 * tx + 1 < ow) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + kGemmK), y1);
+          if (oy >= out_rows) break;
+          // lo[t]: channels (0, 1 | 4, 5) of tile t, hi[t]: (2, 3 | 6, 7), as (b = 0, b = 1).
+          __m256i lo[4], hi[4];
+          for (std::uint64_t t = 0; t < 4; ++t) {
+            lo[t] = _mm256_unpacklo_epi32(yo[a][2 * t], yo[a][2 * t + 1]);
+            hi[t] = _mm256_unpackhi_epi32(yo[a][2 * t], yo[a][2 * t + 1]);
+          }
+          __m256i ch[8];  // ch[j]: channel kb + j's 8 outputs
+          const __m256i p0 = _mm256_unpacklo_epi64(lo[0], lo[1]);  // 0 t0 t1 | 4 t0 t1
+          const __m256i p1 = _mm256_unpacklo_epi64(lo[2], lo[3]);  // 0 t2 t3 | 4 t2 t3
+          const __m256i p2 = _mm256_unpackhi_epi64(lo[0], lo[1]);  // 1 | 5
+          const __m256i p3 = _mm256_unpackhi_epi64(lo[2], lo[3]);
+          const __m256i p4 = _mm256_unpacklo_epi64(hi[0], hi[1]);  // 2 | 6
+          const __m256i p5 = _mm256_unpacklo_epi64(hi[2], hi[3]);
+          const __m256i p6 = _mm256_unpackhi_epi64(hi[0], hi[1]);  // 3 | 7
+          const __m256i p7 = _mm256_unpackhi_epi64(hi[2], hi[3]);
+          ch[0] = _mm256_permute2x128_si256(p0, p1, 0x20);
+          ch[4] = _mm256_permute2x128_si256(p0, p1, 0x31);
+          ch[1] = _mm256_permute2x128_si256(p2, p3, 0x20);
+          ch[5] = _mm256_permute2x128_si256(p2, p3, 0x31);
+          ch[2] = _mm256_permute2x128_si256(p4, p5, 0x20);
+          ch[6] = _mm256_permute2x128_si256(p4, p5, 0x31);
+          ch[3] = _mm256_permute2x128_si256(p6, p7, 0x20);
+          ch[7] = _mm256_permute2x128_si256(p6, p7, 0x31);
+          for (std::uint64_t j = 0; j < 8; ++j) {
+            const std::uint64_t k = kb + j;
+            if (k < k_first || k >= k_end) continue;
+            std::int32_t* dst = out + (k - k_first) * out_stride + oy * ow + ox;
+            if (count == 8)
+              _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), ch[j]);
+            else
+              _mm256_maskstore_epi32(dst, tail, ch[j]);
           }
         }
       }
-    }
 }
 
 #else
@@ -153,8 +277,14 @@ void winograd_input_avx2(const std::uint32_t*, std::uint64_t, std::uint64_t, std
                          std::uint32_t*, std::uint64_t) {
   fail("dense_conv: AVX2 on a CPU that is not x86");
 }
+void winograd_gemm_avx2(const std::uint32_t*, std::uint64_t, std::uint64_t, const std::uint32_t*,
+                        std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, bool,
+                        std::int32_t*) {
+  fail("dense_conv: AVX2 on a CPU that is not x86");
+}
 void winograd_output_avx2(const std::int32_t*, std::uint64_t, std::uint64_t, std::uint64_t,
-                          std::uint64_t, std::uint64_t, std::uint64_t, std::int32_t*) {
+                          std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, std::int32_t*,
+                          std::uint64_t) {
   fail("dense_conv: AVX2 on a CPU that is not x86");
 }
 

@@ -71,10 +71,10 @@ std::vector<std::pair<std::string, d::WinogradKernels>> kernel_sets() {
   }
   const d::WinogradKernels s = d::winograd_kernels_scalar(), a = d::winograd_kernels_avx2();
   sets.push_back({"avx2", a});
-  sets.push_back({"avx2 pack", {a.pack, s.input, s.tiles, s.output, s.out}});
-  sets.push_back({"avx2 input", {s.pack, a.input, s.tiles, s.output, s.out}});
-  sets.push_back({"avx2 tiles", {s.pack, s.input, a.tiles, s.output, s.out}});
-  sets.push_back({"avx2 output", {s.pack, s.input, s.tiles, a.output, a.out}});
+  sets.push_back({"avx2 pack", {a.pack, s.input, s.tiles, s.output}});
+  sets.push_back({"avx2 input", {s.pack, a.input, s.tiles, s.output}});
+  sets.push_back({"avx2 tiles", {s.pack, s.input, a.tiles, s.output}});
+  sets.push_back({"avx2 output", {s.pack, s.input, s.tiles, a.output}});
   return sets;
 }
 
