@@ -7,6 +7,7 @@
 // exact by the bound in conv_kernels.cpp. Compiled with target attributes, so only these
 // functions need AVX2; the dispatchers check the CPU first.
 #include "device/conv_kernels.h"
+#include "device/conv_lanes_avx2.h"
 
 #include "common/error.h"
 
@@ -32,13 +33,7 @@ __attribute__((target("avx2"))) static inline void gemm_tile(
     std::uint64_t g_end, bool accumulate, std::int32_t* y) {
   const std::uint64_t taps = op.taps, w_block = op.groups * taps * kGemmBlock;
   __m256i acc[P][V];
-#pragma GCC unroll 8
-  for (int i = 0; i < P; ++i)
-#pragma GCC unroll 8
-    for (int v = 0; v < V; ++v)
-      acc[i][v] = accumulate ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-                                   y + static_cast<std::uint64_t>(i) * kGemmK + 8 * v))
-                             : _mm256_setzero_si256();
+  load_sums(acc, y, accumulate);
   const __m256i ones = _mm256_set1_epi16(1);
   // One pointer per pixel and one offset per (group, tap) (GemmOperands::offset): the loop
   // keeps the pixels' pointers in registers.
@@ -64,13 +59,7 @@ __attribute__((target("avx2"))) static inline void gemm_tile(
       }
     }
   }
-#pragma GCC unroll 8
-  for (int i = 0; i < P; ++i)
-#pragma GCC unroll 8
-    for (int v = 0; v < V; ++v)
-      _mm256_storeu_si256(
-          reinterpret_cast<__m256i*>(y + static_cast<std::uint64_t>(i) * kGemmK + 8 * v),
-          acc[i][v]);
+  store_sums(acc, y);
 }
 
 template <int V, bool kQuads>
@@ -184,26 +173,6 @@ __attribute__((target("avx2"))) void connection_avx2(const PlaneSet& set, std::u
       }
     }
   }
-}
-
-// r[i][j] -> r[j][i] for 8 vectors of 8 int32.
-__attribute__((target("avx2"))) static inline void transpose8(__m256i r[8]) {
-  const __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
-  const __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
-  const __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]), t5 = _mm256_unpackhi_epi32(r[4], r[5]);
-  const __m256i t6 = _mm256_unpacklo_epi32(r[6], r[7]), t7 = _mm256_unpackhi_epi32(r[6], r[7]);
-  const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
-  const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
-  const __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
-  const __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
-  r[0] = _mm256_permute2x128_si256(u0, u4, 0x20);
-  r[1] = _mm256_permute2x128_si256(u1, u5, 0x20);
-  r[2] = _mm256_permute2x128_si256(u2, u6, 0x20);
-  r[3] = _mm256_permute2x128_si256(u3, u7, 0x20);
-  r[4] = _mm256_permute2x128_si256(u0, u4, 0x31);
-  r[5] = _mm256_permute2x128_si256(u1, u5, 0x31);
-  r[6] = _mm256_permute2x128_si256(u2, u6, 0x31);
-  r[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
 }
 
 // 32 values of 4 planes at a time: unpack bytes (a, b) and (c, d) into pairs, pairs into words

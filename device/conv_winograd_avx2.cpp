@@ -2,6 +2,7 @@
 // transform cannot overflow (|V| <= 512); the int32 adds of the output transform wrap, which is
 // what the exactness argument in the header needs. Compiled with target attributes, so only these
 // functions need AVX2; dense_conv checks the CPU first.
+#include "device/conv_lanes_avx2.h"
 #include "device/conv_winograd.h"
 
 #include "common/error.h"
@@ -112,13 +113,7 @@ __attribute__((target("avx2"))) static inline void winograd_gemm_tile(
     std::uint64_t u_block, std::uint64_t g_begin, std::uint64_t g_end, bool accumulate,
     std::int32_t* y) {
   __m256i acc[P][V];
-#pragma GCC unroll 8
-  for (int i = 0; i < P; ++i)
-#pragma GCC unroll 8
-    for (int b = 0; b < V; ++b)
-      acc[i][b] = accumulate ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-                                   y + static_cast<std::uint64_t>(i) * kGemmK + 8 * b))
-                             : _mm256_setzero_si256();
+  load_sums(acc, y, accumulate);
   const std::uint32_t* x = v + g_begin * tile_stride;
   const std::uint32_t* w = u + g_begin * kGemmBlock;
   for (std::uint64_t g = g_begin; g < g_end; ++g, x += tile_stride, w += kGemmBlock) {
@@ -134,13 +129,7 @@ __attribute__((target("avx2"))) static inline void winograd_gemm_tile(
         acc[i][b] = _mm256_add_epi32(acc[i][b], _mm256_madd_epi16(bx, wv[b]));
     }
   }
-#pragma GCC unroll 8
-  for (int i = 0; i < P; ++i)
-#pragma GCC unroll 8
-    for (int b = 0; b < V; ++b)
-      _mm256_storeu_si256(
-          reinterpret_cast<__m256i*>(y + static_cast<std::uint64_t>(i) * kGemmK + 8 * b),
-          acc[i][b]);
+  store_sums(acc, y);
 }
 
 template <int V>
@@ -188,10 +177,9 @@ __attribute__((target("avx2"))) void winograd_gemm_avx2(const std::uint32_t* v,
 }
 
 // 8 lanes (output channels) of 4 tiles of a tile row at a time: A^T M, then the columns and the
-// arithmetic shift give each tile's outputs (row a, column b) with the channels in the lanes.
-// Output row a of the 4 tiles is then turned so a vector holds one channel's 8 outputs: the
-// columns interleaved per channel (unpack 32: a 64-bit element is one channel's (b = 0, b = 1)
-// of one tile), then the 4 tiles' elements gathered per channel (unpack 64 and 128-bit halves).
+// arithmetic shift give each tile's outputs (row a, column b) with the channels in the lanes;
+// output row a of the 4 tiles is 8 consecutive outputs, one transpose away from a vector per
+// channel.
 __attribute__((target("avx2"))) void winograd_output_avx2(
     const std::int32_t* y, std::uint64_t xi_stride, std::uint64_t rows, std::uint64_t tiles_w,
     std::uint64_t out_rows, std::uint64_t ow, std::uint64_t k_first, std::uint64_t k_count,
@@ -231,29 +219,8 @@ __attribute__((target("avx2"))) void winograd_output_avx2(
         for (std::uint64_t a = 0; a < 2; ++a) {
           const std::uint64_t oy = 2 * r + a;
           if (oy >= out_rows) break;
-          // lo[t]: channels (0, 1 | 4, 5) of tile t, hi[t]: (2, 3 | 6, 7), as (b = 0, b = 1).
-          __m256i lo[4], hi[4];
-          for (std::uint64_t t = 0; t < 4; ++t) {
-            lo[t] = _mm256_unpacklo_epi32(yo[a][2 * t], yo[a][2 * t + 1]);
-            hi[t] = _mm256_unpackhi_epi32(yo[a][2 * t], yo[a][2 * t + 1]);
-          }
-          __m256i ch[8];  // ch[j]: channel kb + j's 8 outputs
-          const __m256i p0 = _mm256_unpacklo_epi64(lo[0], lo[1]);  // 0 t0 t1 | 4 t0 t1
-          const __m256i p1 = _mm256_unpacklo_epi64(lo[2], lo[3]);  // 0 t2 t3 | 4 t2 t3
-          const __m256i p2 = _mm256_unpackhi_epi64(lo[0], lo[1]);  // 1 | 5
-          const __m256i p3 = _mm256_unpackhi_epi64(lo[2], lo[3]);
-          const __m256i p4 = _mm256_unpacklo_epi64(hi[0], hi[1]);  // 2 | 6
-          const __m256i p5 = _mm256_unpacklo_epi64(hi[2], hi[3]);
-          const __m256i p6 = _mm256_unpackhi_epi64(hi[0], hi[1]);  // 3 | 7
-          const __m256i p7 = _mm256_unpackhi_epi64(hi[2], hi[3]);
-          ch[0] = _mm256_permute2x128_si256(p0, p1, 0x20);
-          ch[4] = _mm256_permute2x128_si256(p0, p1, 0x31);
-          ch[1] = _mm256_permute2x128_si256(p2, p3, 0x20);
-          ch[5] = _mm256_permute2x128_si256(p2, p3, 0x31);
-          ch[2] = _mm256_permute2x128_si256(p4, p5, 0x20);
-          ch[6] = _mm256_permute2x128_si256(p4, p5, 0x31);
-          ch[3] = _mm256_permute2x128_si256(p6, p7, 0x20);
-          ch[7] = _mm256_permute2x128_si256(p6, p7, 0x31);
+          __m256i* ch = yo[a];
+          transpose8(ch);  // ch[j]: channel kb + j's 8 outputs
           for (std::uint64_t j = 0; j < 8; ++j) {
             const std::uint64_t k = kb + j;
             if (k < k_first || k >= k_end) continue;
