@@ -1,7 +1,10 @@
 #include "device/block.h"
 
+#include "device/conv_kernels.h"
+
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -366,6 +369,38 @@ void read_activation_planes(const LayerContext& ctx, Field addr_field, std::uint
 #endif
         word_by_word(first, end);
       });
+}
+
+bool read_activation_words(const LayerContext& ctx, Field addr_field, std::uint64_t addr,
+                           const ActivationLayout& layout, std::uint64_t width, std::int64_t top,
+                           std::uint64_t left, std::vector<const std::uint8_t*>& pieces,
+                           conv_kernels::ImageWords& words) {
+  if (layout.channel_group != 8 || layout.pixels_per_word != 4 || addr % 32) return false;
+  ctx.check_dram_range(addr_field, addr, layout.bytes());
+  const std::uint64_t pixels = layout.pixels;
+  if (width == 0 || pixels % width || pixels / width > (1ull << 32))
+    fail("{}: internal error: {} pixels in rows of {}", ctx.where(), pixels, width);
+  // Words never straddle pages (addr and the page size are multiples of 32): piece i is the
+  // i-th page the image touches, from its first byte, so word w lies at word (w + skew) of it.
+  static constexpr std::array<std::uint8_t, Dram::kPageBytes> kZeros{};
+  const std::uint64_t in_page = addr % Dram::kPageBytes;
+  pieces.clear();
+  ctx.dram.read_pages(addr, layout.bytes(), "activation read",
+                      [&](std::uint64_t done, const std::uint8_t* data, std::uint64_t) {
+                        if (!data)
+                          pieces.push_back(kZeros.data());
+                        else
+                          pieces.push_back(data - (done == 0 ? in_page : 0));
+                      });
+  words.pieces = pieces.data();
+  words.piece_shift = std::countr_zero(Dram::kPageBytes / 32);
+  words.skew = in_page / 32;
+  words.channels = layout.padded_channels();
+  words.width = width;
+  words.height = pixels / width;
+  words.top = top;
+  words.left = left;
+  return true;
 }
 
 void add_activation_int32(const LayerContext& ctx, Field addr_field, std::uint64_t addr,

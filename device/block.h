@@ -40,6 +40,10 @@
 
 namespace npukit::device {
 
+namespace conv_kernels {
+struct ImageWords;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Diagnostics (DECISIONS.md 18): the model computes the intended result and says which erratum
 // the real v1.0.0 board would hit.
@@ -205,6 +209,15 @@ void read_activation_planes(const LayerContext& ctx, isa::Field addr_field, std:
                             const ActivationLayout& layout, std::uint64_t width, std::int64_t top,
                             std::uint64_t left, std::uint64_t plane_h, std::uint64_t plane_w,
                             std::int8_t* planes);
+
+// The same image read in place as conv_kernels::ImageWords, for the dense conv's packing from
+// the words (issue 13): `pieces` (the caller's, kept) receives the DRAM page pointers; the range
+// is checked like read_activation_planes'. False, with nothing read, when the layout is not the
+// 9,8,8 one (8 channels x 4 pixels per word) or addr is not word-aligned: read the planes then.
+bool read_activation_words(const LayerContext& ctx, isa::Field addr_field, std::uint64_t addr,
+                           const ActivationLayout& layout, std::uint64_t width, std::int64_t top,
+                           std::uint64_t left, std::vector<const std::uint8_t*>& pieces,
+                           conv_kernels::ImageWords& words);
 
 // Adds the big-endian int32 tensor in the 6.1 layout at addr (OpWidth 4: 4 * layout.bytes()
 // bytes) to planar [C][P] values with the accumulant adder's 32-bit wrap (AccumulantReadFirst).

@@ -36,6 +36,7 @@ namespace {
 
 // Per-thread buffers reused from layer to layer (conv_kernels::thread_buffer).
 struct PlaneTag;
+struct PieceTag;
 struct AccTag;
 struct PartialTag;
 struct SnapshotTag;
@@ -415,9 +416,13 @@ const MappedWeights& mapped_weights(const LayerContext& ctx, const ConvGeometry&
 // over all channels and taps). The products are those of the per-connection loop, so the int32
 // sums are equal (no order can overflow, see the top of this file). `partial` ([p * lanes + j],
 // or null) receives the sum over channel groups 0..citr-2 of output channel last_kern_first + j.
+// The input: the image's DRAM words when `words` is given and the kernels pack from them alone
+// (conv_kernels::reads_words), else the planes read_planes() returns.
+template <typename ReadPlanes>
 void conv_dense(const ConvGeometry& g, const Mapping& map, const MappedWeights& weights,
-                const std::int8_t* planes, std::uint64_t plane_count, std::int32_t* acc,
-                std::int32_t* partial, std::uint64_t lanes, std::uint64_t last_kern_first) {
+                const conv_kernels::ImageWords* words, ReadPlanes&& read_planes,
+                std::uint64_t plane_count, std::int32_t* acc, std::int32_t* partial,
+                std::uint64_t lanes, std::uint64_t last_kern_first) {
   // Summation order: the groups before the last (the snapshot), then the last, each padded with
   // a zero channel to an even length for the kernel's channel pairs.
   const std::int64_t last_group = static_cast<std::int64_t>(map.citr) - 1;
@@ -433,11 +438,13 @@ void conv_dense(const ConvGeometry& g, const Mapping& map, const MappedWeights& 
     if (dc.channels.size() % 2) dc.channels.push_back(-1);
     if (phase == 0) dc.split = dc.channels.size();
   }
-  dc.planes = planes;
   dc.plane_count = plane_count;
   dc.padded_h = g.padded_h, dc.padded_w = g.padded_w;
   dc.kh = g.kh, dc.kw = g.kw, dc.stride = g.stride;
   dc.kn = g.kn;
+  dc.words = words;
+  dc.planes = nullptr;
+  if (!conv_kernels::reads_words(dc)) dc.planes = read_planes();
   dc.weights = weights.w.data();
   dc.packs = &weights.packs;
   dc.snapshot_from = partial ? last_kern_first : g.kn;
@@ -542,13 +549,21 @@ BlockTiming run_conv(LayerContext& ctx) {
   ctx.check_dram_range(Field::CONV_WeightStartAddress, weight_start, blob_bytes);
   // Padded planes, one per input channel, with the row skips applied, read straight from the
   // image's DRAM words (every byte is written: image pixels, or zeros for padding, so the reused
-  // buffer needs no clearing first).
-  const std::uint64_t plane_size = g.padded_h * g.padded_w;
-  std::int8_t* const planes = reused_room<std::int8_t, PlaneTag>(in_channels_padded * plane_size);
-  read_activation_planes(
-      ctx, Field::CONV_ImageStartAddress, image_start, in_layout, g.iw,
-      static_cast<std::int64_t>(g.pad_top) - static_cast<std::int64_t>(g.skip_top), g.pad_left,
-      g.padded_h, g.padded_w, planes);
+  // buffer needs no clearing first), when a path needs them: the dense conv at the AVX2 level
+  // packs its operands from the words themselves (conv_kernels::reads_words).
+  const std::int64_t top =
+      static_cast<std::int64_t>(g.pad_top) - static_cast<std::int64_t>(g.skip_top);
+  std::int8_t* planes = nullptr;
+  auto read_planes = [&] {
+    planes = reused_room<std::int8_t, PlaneTag>(in_channels_padded * g.padded_h * g.padded_w);
+    read_activation_planes(ctx, Field::CONV_ImageStartAddress, image_start, in_layout, g.iw, top,
+                           g.pad_left, g.padded_h, g.padded_w, planes);
+    return planes;
+  };
+  conv_kernels::ImageWords words;
+  const bool have_words =
+      read_activation_words(ctx, Field::CONV_ImageStartAddress, image_start, in_layout, g.iw, top,
+                            g.pad_left, reused<const std::uint8_t*, PieceTag>(), words);
   const TailPipeline tail(ctx, g.kn);
 
   // Depthwise convs connect each output channel to one input channel: the per-connection loop.
@@ -557,6 +572,7 @@ BlockTiming run_conv(LayerContext& ctx) {
   const bool dense = map.mode != ConvMode::kDepthwise && map.mode != ConvMode::kDepthwise16;
   const MappedWeights& weights =
       mapped_weights(ctx, g, map, blob_bytes, in_channels_padded, weight_start, dense);
+  if (!dense) read_planes();
   if (weights.ignored_rows) warn_ignored_rows(ctx, g);
   const std::vector<std::vector<Connection>>& connections = weights.connections;
 
@@ -590,7 +606,7 @@ BlockTiming run_conv(LayerContext& ctx) {
 
   std::uint64_t macs = 0;
   if (dense)
-    conv_dense(g, map, weights, planes, in_channels_padded, acc,
+    conv_dense(g, map, weights, have_words ? &words : nullptr, read_planes, in_channels_padded, acc,
                dram_partials ? partial.data() : nullptr, lanes, last_kern_first);
   thread_local conv_kernels::PlaneSet reused_planes;  // reused, like the buffers above
   conv_kernels::PlaneSet& plane_set = reused_planes;  // what the parallel_for workers read

@@ -82,13 +82,114 @@ const std::int8_t* plane_of(const DenseConv& c, std::int64_t ch) {
   if (ch < 0) return nullptr;
   if (static_cast<std::uint64_t>(ch) >= c.plane_count)
     fail("dense_conv: channel {} is not one of the {} planes", ch, c.plane_count);
+  if (!c.planes) fail("dense_conv: internal error: this path needs the planes, none were given");
   return c.planes + static_cast<std::uint64_t>(ch) * c.padded_h * c.padded_w;
+}
+
+// The quad packing's channel list: the first phase padded to a multiple of 4, then the second.
+void quad_channels(const DenseConv& c, std::vector<std::int64_t>& chans) {
+  chans.clear();
+  for (std::uint64_t i = 0; i < c.channels.size(); ++i) {
+    if (i == c.split)
+      while (chans.size() % 4) chans.push_back(-1);
+    chans.push_back(c.channels[i]);
+  }
+  while (chans.size() % 4) chans.push_back(-1);
+}
+
+// Whether the n list entries at ch are the channels c0 + b of one aligned group of n in the
+// words (or -1): then c0 and the lanes (bit b: entry b is a channel) are set.
+bool in_place(const DenseConv& c, const std::int64_t* ch, unsigned n, std::uint64_t& c0,
+              unsigned& lanes) {
+  c0 = 0, lanes = 0;
+  bool first = true;
+  for (unsigned b = 0; b < n; ++b) {
+    if (ch[b] < 0) continue;
+    const auto at = static_cast<std::uint64_t>(ch[b]);
+    if (first) c0 = at - at % n, first = false;
+    if (at != c0 + b || at >= c.words->channels) return false;
+    lanes |= 1u << b;
+  }
+  return true;
+}
+
+// Fills one channel group's padded plane (stride 1: padded_h x padded_w words at dst) from
+// c.words: row(p, n, out) packs image pixels [p, p + n) to out; every other word is 0. The rows
+// go as one run when the plane has no padding columns (a 1x1 conv's plane: one call for all).
+// Returns false as soon as row does.
+template <typename Row>
+bool plane_from_words(const DenseConv& c, std::uint32_t* dst, Row&& row) {
+  const ImageWords& im = *c.words;
+  const std::uint64_t W = c.padded_w, H = c.padded_h;
+  const auto clamp_row = [&](std::int64_t r) {
+    return static_cast<std::uint64_t>(std::clamp<std::int64_t>(r, 0, static_cast<std::int64_t>(H)));
+  };
+  // Plane rows [r0, r1) hold image rows r - top.
+  const std::uint64_t r0 = clamp_row(im.top);
+  const std::uint64_t r1 = clamp_row(im.top + static_cast<std::int64_t>(im.height));
+  std::fill(dst, dst + r0 * W, 0u);
+  std::fill(dst + std::max(r0, r1) * W, dst + H * W, 0u);
+  const auto image_row = [&](std::uint64_t r) {
+    return static_cast<std::uint64_t>(static_cast<std::int64_t>(r) - im.top);
+  };
+  if (r0 >= r1) return true;
+  if (W == im.width) return row(image_row(r0) * im.width, (r1 - r0) * W, dst + r0 * W);
+  const std::uint64_t right = W - im.left - im.width;
+  for (std::uint64_t r = r0; r < r1; ++r) {
+    std::uint32_t* out = dst + r * W;
+    std::fill(out, out + im.left, 0u);
+    std::fill(out + im.left + im.width, out + im.left + im.width + right, 0u);
+    if (!row(image_row(r) * im.width, im.width, out + im.left)) return false;
+  }
+  return true;
 }
 }  // namespace
 
 namespace detail {
 
-void pack(const DenseConv& c, Packed& p, std::uint64_t tile_k) {
+bool words_in_place(const DenseConv& c) {
+  if (!c.words || c.stride != 1) return false;
+  const ImageWords& im = *c.words;
+  if (im.channels % 8 || im.channels != c.plane_count || im.width == 0 ||
+      im.left + im.width > c.padded_w)
+    return false;
+  std::uint64_t c0 = 0;
+  unsigned lanes = 0;
+  for (std::uint64_t i = 0; i + 1 < c.channels.size(); i += 2)
+    if (!in_place(c, c.channels.data() + i, 2, c0, lanes)) return false;
+  std::vector<std::int64_t>& chans = thread_buffer<std::int64_t, QuadChannelTag>();
+  quad_channels(c, chans);
+  for (std::uint64_t i = 0; i < chans.size(); i += 4)
+    if (!in_place(c, chans.data() + i, 4, c0, lanes)) return false;
+  return true;
+}
+
+bool quad_row_scalar(const ImageWords& im, std::uint64_t c0, unsigned lanes, std::uint64_t p,
+                     std::uint64_t n, std::uint32_t* dst) {
+  const std::uint64_t base = c0 / 8 * im.group_words(), at = (c0 % 8) * 4;
+  std::uint32_t any = 0;
+  for (std::uint64_t i = 0; i < n; ++i, ++p) {
+    const std::uint8_t* w = im.word(base + p / 4) + at + p % 4;
+    std::uint32_t word = 0;
+    for (unsigned b = 0; b < 4; ++b)
+      if (lanes >> b & 1) word |= std::uint32_t{w[4 * b]} << (8 * b);
+    any |= word;
+    dst[i] = word;
+  }
+  return (any & 0x80808080u) == 0;
+}
+
+void pair_row_scalar(const ImageWords& im, std::uint64_t c0, unsigned lanes, std::uint64_t p,
+                     std::uint64_t n, std::uint32_t* dst) {
+  const std::uint64_t base = c0 / 8 * im.group_words(), at = (c0 % 8) * 4;
+  for (std::uint64_t i = 0; i < n; ++i, ++p) {
+    const std::uint8_t* w = im.word(base + p / 4) + at + p % 4;
+    dst[i] = pair_word(lanes & 1 ? static_cast<std::int8_t>(w[0]) : 0,
+                       lanes & 2 ? static_cast<std::int8_t>(w[4]) : 0);
+  }
+}
+
+void pack(const DenseConv& c, Packed& p, std::uint64_t tile_k, PairRow from_words) {
   if (tile_k != kTileK && tile_k != kGemmBlock) fail("pack: blocks of {} output channels", tile_k);
   const Phases ph = phases(c, p.tap_offset);
   p.wq = ph.wq;
@@ -99,8 +200,24 @@ void pack(const DenseConv& c, Packed& p, std::uint64_t tile_k) {
   p.q_padded = (p.q_count + kTileQ - 1) / kTileQ * kTileQ;
   // A tile reads up to q_padded - 1 words past a tap's offset, which is below plane_words: the
   // last pair's reads end before pairs * plane_words + q_padded.
-  p.x.assign(p.pairs * p.plane_words + p.q_padded, 0);
-  for (std::uint64_t pr = 0; pr < p.pairs; ++pr) {
+  if (from_words) {  // every word of the planes written
+    if (!words_in_place(c)) fail("pack: internal error: the words do not hold the channels");
+    p.x.resize(p.pairs * p.plane_words + p.q_padded);
+    std::fill(p.x.begin() + static_cast<std::ptrdiff_t>(p.pairs * p.plane_words), p.x.end(), 0u);
+    for (std::uint64_t pr = 0; pr < p.pairs; ++pr) {
+      std::uint64_t c0 = 0;
+      unsigned lanes = 0;
+      in_place(c, c.channels.data() + 2 * pr, 2, c0, lanes);
+      plane_from_words(c, p.x.data() + pr * p.plane_words,
+                       [&](std::uint64_t at, std::uint64_t n, std::uint32_t* out) {
+                         from_words(*c.words, c0, lanes, at, n, out);
+                         return true;
+                       });
+    }
+  } else {
+    p.x.assign(p.pairs * p.plane_words + p.q_padded, 0);
+  }
+  for (std::uint64_t pr = 0; pr < p.pairs && !from_words; ++pr) {
     const std::int8_t* lo = plane_of(c, c.channels[2 * pr]);
     const std::int8_t* hi = plane_of(c, c.channels[2 * pr + 1]);
     scatter_phases(c, ph, p.x.data() + pr * p.plane_words,
@@ -180,7 +297,8 @@ bool interleave_quads_scalar(const std::int8_t* const* src, std::uint64_t n, std
   return (any & 0x80) == 0;
 }
 
-bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInterleave interleave) {
+bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInterleave interleave,
+                QuadRow from_words) {
   if (bias != 128 && bias != 0) fail("pack_quads: bias {} (128 or 0)", bias);
   p.bias = bias;
   const Phases ph = phases(c, p.tap_offset);
@@ -189,21 +307,18 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
   p.taps = c.kh * c.kw;
   // Channels in quads: the first phase padded to a multiple of 4, then the second.
   std::vector<std::int64_t>& chans = thread_buffer<std::int64_t, QuadChannelTag>();
-  chans.clear();
-  for (std::uint64_t i = 0; i < c.channels.size(); ++i) {
-    if (i == c.split)
-      while (chans.size() % 4) chans.push_back(-1);
-    chans.push_back(c.channels[i]);
-  }
-  while (chans.size() % 4) chans.push_back(-1);
+  quad_channels(c, chans);
   p.quads = chans.size() / 4;
   p.split_quads = c.split == c.channels.size() ? p.quads : (c.split + 3) / 4;
   p.q_count = c.oh() * p.wq;
   // The VNNI tiles step 48 outputs; with bias 0 (the GEMM form and the tests' plain model) 16.
   const std::uint64_t q_step = bias == 0 ? 16 : kTileQ4;
   p.q_padded = (p.q_count + q_step - 1) / q_step * q_step;
-  // Stride 1 with the check: the one phase is the plane, every word of it written by interleave.
-  const bool fused = interleave && bias == 0 && c.stride == 1;
+  // Stride 1 with the check: the one phase is the plane, every word of it written by interleave
+  // or from the words.
+  if (from_words && (bias != 0 || !words_in_place(c)))
+    fail("pack_quads: internal error: the words do not hold the channels");
+  const bool fused = (interleave || from_words) && bias == 0 && c.stride == 1;
   // Every byte x = 0 (the value of padding and of the zero channels): 0x80808080 with bias 128.
   if (fused) {
     p.x.resize(p.quads * p.plane_words + p.q_padded);
@@ -211,7 +326,17 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
   } else {
     p.x.assign(p.quads * p.plane_words + p.q_padded, bias * 0x01010101u);
   }
-  for (std::uint64_t qd = 0; qd < p.quads; ++qd) {
+  for (std::uint64_t qd = 0; qd < p.quads && from_words; ++qd) {
+    std::uint64_t c0 = 0;
+    unsigned lanes = 0;
+    in_place(c, chans.data() + 4 * qd, 4, c0, lanes);
+    if (!plane_from_words(c, p.x.data() + qd * p.plane_words,
+                          [&](std::uint64_t at, std::uint64_t n, std::uint32_t* out) {
+                            return from_words(*c.words, c0, lanes, at, n, out);
+                          }))
+      return false;
+  }
+  for (std::uint64_t qd = 0; qd < p.quads && !from_words; ++qd) {
     const std::int8_t* src[4];
     for (int b = 0; b < 4; ++b) src[b] = plane_of(c, chans[4 * qd + static_cast<std::uint64_t>(b)]);
     if (fused) {
@@ -424,15 +549,18 @@ namespace detail {
 // integers); pixel units outer, so a unit's inputs stay in the cache for its channel blocks.
 void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot,
                      GemmTiles quad_tiles, GemmTiles pair_tiles, LanesOut out,
-                     QuadInterleave interleave) {
+                     QuadInterleave interleave, WordRows rows) {
   check(c);
+  const bool from_words = words_in_place(c);
   thread_local Packed packed_pairs;
   thread_local PackedQuads packed_quads;
   GemmOperands op;
   std::uint64_t wq = 0, kn_padded = 0, split = 0, plane_words = 0;
   const std::int64_t* tap_offset = nullptr;
   bool quads = false;
-  if (quad_tiles)
+  if (quad_tiles && from_words)
+    quads = pack_quads(c, packed_quads, 0, nullptr, rows.quads);
+  else if (quad_tiles)
     quads = c.stride == 1 ? pack_quads(c, packed_quads, 0, interleave)
                           : inputs_nonnegative(c) && pack_quads(c, packed_quads, 0);
   const GemmTiles tiles = quads ? quad_tiles : pair_tiles;
@@ -443,7 +571,7 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
     tap_offset = p.tap_offset.data();
   } else {
     Packed& p = packed_pairs;
-    pack(c, p, kGemmBlock);
+    pack(c, p, kGemmBlock, from_words ? rows.pairs : nullptr);
     op.x = p.x.data(), op.groups = p.pairs, op.taps = p.taps, op.w = p.w_data;
     wq = p.wq, kn_padded = p.kn_padded, split = c.split / 2, plane_words = p.plane_words;
     tap_offset = p.tap_offset.data();
@@ -486,6 +614,19 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
 }
 }  // namespace detail
 
+namespace {
+// Whether dense_conv at this level takes the GEMM form (the AVX2 level; the VNNI ones run their
+// quad tiles, the scalar one its own).
+bool gemm_level(Isa level) {
+  return cpu::path_allowed(level, Isa::kAvx2) && !cpu::path_allowed(level, Isa::kAvxVnni) &&
+         !cpu::path_allowed(level, Isa::kAvx512Vnni);
+}
+}  // namespace
+
+bool reads_words(const DenseConv& c, Isa isa) {
+  return gemm_level(cpu::resolve(isa, "dense_conv")) && detail::words_in_place(c);
+}
+
 void dense_conv(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot, Isa isa) {
   using namespace detail;
   const Isa level = cpu::resolve(isa, "dense_conv");
@@ -504,9 +645,9 @@ void dense_conv(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot, I
   // against the same binary without the dispatch. The calls are whole layers, as in the
   // benchmark. The likely cause, not yet measured, is that eval streams the network's
   // transformed weights (3.6x the bytes) from memory every image (docs/device.md).
-  if (cpu::path_allowed(level, Isa::kAvx2))
+  if (gemm_level(level))
     return dense_conv_gemm(c, acc, snapshot, gemm_quads_avx2, gemm_pairs_avx2, lanes_out_avx2,
-                           interleave_quads_avx2);
+                           interleave_quads_avx2, {quad_row_avx2, pair_row_avx2});
   check(c);
   thread_local Packed packed;
   Packed& p = packed;  // the workers of parallel_for read this thread's copy

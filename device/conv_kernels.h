@@ -33,9 +33,34 @@ struct WeightPacks {
   PackedWeights winograd;  // U = G' g G'^T in w (device/conv_winograd.h)
 };
 
+// An input image as the device holds it in DRAM, for the path that packs its operands straight
+// from it (DenseConv::words) instead of from planes: gati.md 6.1 on the 9,8,8 array, 32-byte
+// words of 8 channels x 4 pixels (byte (c % 8) * 4 + p % 4), ceil(P / 4) words per group of 8
+// channels, the groups in order. Channel c's pixel (y, x) (p = y * width + x) is the value of
+// plane c at row y + top, column left + x when that row is in the plane; every other value of
+// the padded planes is 0 (device::read_activation_planes' placement). The words lie in pieces
+// (DRAM pages, read in place): word w at pieces[(w + skew) >> piece_shift], word (w + skew) %
+// 2^piece_shift of it.
+struct ImageWords {
+  const std::uint8_t* const* pieces = nullptr;
+  std::uint64_t piece_shift = 0, skew = 0;
+  std::uint64_t channels = 0;  // a multiple of 8
+  std::uint64_t width = 0, height = 0;
+  std::int64_t top = 0;
+  std::uint64_t left = 0;
+  std::uint64_t group_words() const { return (width * height + 3) / 4; }
+  const std::uint8_t* word(std::uint64_t w) const {
+    const std::uint64_t at = w + skew;
+    return pieces[at >> piece_shift] + (at & ((std::uint64_t{1} << piece_shift) - 1)) * 32;
+  }
+};
+
 struct DenseConv {
-  // The padded, row-skipped input planes: plane c at planes + c * padded_h * padded_w.
+  // The padded, row-skipped input planes: plane c at planes + c * padded_h * padded_w. May be
+  // null when reads_words(*this) says the call packs from `words` instead.
   const std::int8_t* planes = nullptr;
+  // The same input as DRAM words (optional; plane_count = words->channels).
+  const ImageWords* words = nullptr;
   std::uint64_t plane_count = 0;
   std::uint64_t padded_h = 0, padded_w = 0;
   std::uint64_t kh = 1, kw = 1, stride = 1;  // stride 1..4 (any >= 1 works)
@@ -65,6 +90,11 @@ struct DenseConv {
 // isa: kAuto follows cpu::active(); a named level the CPU lacks throws.
 void dense_conv(const DenseConv& conv, std::int32_t* acc, std::int32_t* snapshot,
                 Isa isa = Isa::kAuto);
+// Whether dense_conv(conv, ..., isa) packs its input from conv.words alone (then conv.planes
+// may be null): the AVX2 level at stride 1, when every listed channel sits in its own place of
+// the words' channel quads and pairs (channel list entry i of a quad or pair is channel c0 + i
+// or -1: a list of all channels in order, as a dense layer's usually is).
+bool reads_words(const DenseConv& conv, Isa isa = Isa::kAuto);
 
 // One output channel's connection to one input plane (the depthwise modes): acc[p] += sum over
 // taps of taps[t] * input, for every output pixel p of the plane (oh * ow, row-major). Planes
@@ -112,6 +142,31 @@ std::vector<T>& thread_buffer() {
 
 namespace detail {
 
+// Packs pixels [p, p + n) of the channels c0 + b (b < 4 with bit b of `lanes` set; others 0) of
+// an ImageWords into n words at dst, straight from its DRAM words: u8 quads (byte b = channel c0
+// + b, c0 a multiple of 4), returning whether every value was 0..127, or int16 pairs (bits 0-1,
+// c0 even). The AVX2 ones shuffle a DRAM word's 16-byte half (4 channels x 4 pixels) into 4
+// quad words, or 8 of its bytes into 4 pair words, per step.
+using QuadRow = bool (*)(const ImageWords& im, std::uint64_t c0, unsigned lanes, std::uint64_t p,
+                         std::uint64_t n, std::uint32_t* dst);
+using PairRow = void (*)(const ImageWords& im, std::uint64_t c0, unsigned lanes, std::uint64_t p,
+                         std::uint64_t n, std::uint32_t* dst);
+bool quad_row_scalar(const ImageWords& im, std::uint64_t c0, unsigned lanes, std::uint64_t p,
+                     std::uint64_t n, std::uint32_t* dst);
+bool quad_row_avx2(const ImageWords& im, std::uint64_t c0, unsigned lanes, std::uint64_t p,
+                   std::uint64_t n, std::uint32_t* dst);
+void pair_row_scalar(const ImageWords& im, std::uint64_t c0, unsigned lanes, std::uint64_t p,
+                     std::uint64_t n, std::uint32_t* dst);
+void pair_row_avx2(const ImageWords& im, std::uint64_t c0, unsigned lanes, std::uint64_t p,
+                   std::uint64_t n, std::uint32_t* dst);
+struct WordRows {
+  QuadRow quads = quad_row_scalar;
+  PairRow pairs = pair_row_scalar;
+};
+
+// Whether conv.words can give every packed word at stride 1 (see reads_words; any level).
+bool words_in_place(const DenseConv& conv);
+
 // The packed operands shared by both implementations.
 //
 // Input: channel pairs (2i, 2i+1) interleaved as int16 pairs in one 32-bit word per pixel, so one
@@ -138,7 +193,9 @@ constexpr std::uint64_t kTileQ = 24;  // virtual outputs per tile (3 AVX2 vector
 
 // Fills `p` (reusing its buffers); the weights in blocks of tile_k output channels (kTileK for
 // the tiles below, kGemmBlock for the channels-in-lanes form).
-void pack(const DenseConv& conv, Packed& p, std::uint64_t tile_k = kTileK);
+// With `from_words` (words_in_place must hold) the input words come straight from conv.words.
+void pack(const DenseConv& conv, Packed& p, std::uint64_t tile_k = kTileK,
+          PairRow from_words = nullptr);
 
 // y[kk * q_padded + q] (+)= sum over pairs [pair_begin, pair_end) and taps, for the kTileK
 // output channels of tile `kb`; accumulate = false starts from 0 (the scalar level).
@@ -176,9 +233,10 @@ bool interleave_quads_avx2(const std::int8_t* const* src, std::uint64_t n, std::
 // GEMM form, and q_padded is a multiple of 16 instead of kTileQ4: not for the VNNI tiles).
 // With bias 0, stride 1 and an `interleave`, the inputs are checked while they are packed (one
 // pass over them instead of two): false as soon as one is negative, and `p` is then unusable.
-// Otherwise true.
+// The same with bias 0 and `from_words` (words_in_place must hold): packed and checked straight
+// from conv.words (planes unused). Otherwise true.
 bool pack_quads(const DenseConv& conv, PackedQuads& p, std::uint32_t bias = 128,
-                QuadInterleave interleave = nullptr);
+                QuadInterleave interleave = nullptr, QuadRow from_words = nullptr);
 
 // Whether every input value of the channels `conv` sums over is >= 0 (the data, not a promise:
 // dense_conv checks it for each call before taking the AVX2 u8 path).
@@ -231,10 +289,11 @@ using LanesOut = LanesOutFn*;
 LanesOutFn lanes_out_scalar, lanes_out_avx2;
 // dense_conv in the GEMM form: on u8 quads with quad_tiles when it is given and every input is
 // 0..127 (checked by `interleave` while packing at stride 1, by inputs_nonnegative before it
-// otherwise), else on int16 pairs with pair_tiles; out transposes the results.
+// otherwise), else on int16 pairs with pair_tiles; out transposes the results. When
+// words_in_place holds, the operands are packed (and checked) from conv.words by `rows`.
 void dense_conv_gemm(const DenseConv& conv, std::int32_t* acc, std::int32_t* snapshot,
                      GemmTiles quad_tiles, GemmTiles pair_tiles, LanesOut out,
-                     QuadInterleave interleave = interleave_quads_scalar);
+                     QuadInterleave interleave = interleave_quads_scalar, WordRows rows = {});
 
 // dense_conv on the quad operands with the given tiles and bias (dense_conv calls it at the VNNI
 // levels; tests call it with quad_tiles_scalar, with bias 128 and 0).

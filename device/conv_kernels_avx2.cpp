@@ -207,6 +207,57 @@ __attribute__((target("avx2"))) bool interleave_quads_avx2(const std::int8_t* co
   return tail && _mm256_movemask_epi8(any) == 0;
 }
 
+// Whole DRAM words (pixels p % 4 == 0 .. +3) one shuffle each, the pixels of a word the run
+// starts or ends inside of by the scalar loop. Quads: byte 4i + b of the shuffled half is channel
+// c0 + b's pixel i (byte 4b + i of the half), 0 for a lane not listed.
+__attribute__((target("avx2"))) bool quad_row_avx2(const ImageWords& im, std::uint64_t c0,
+                                                   unsigned lanes, std::uint64_t p, std::uint64_t n,
+                                                   std::uint32_t* dst) {
+  const std::uint64_t head = std::min(n, (4 - p % 4) % 4);
+  bool ok = quad_row_scalar(im, c0, lanes, p, head, dst);
+  p += head, dst += head, n -= head;
+  alignas(16) std::int8_t order[16];
+  for (unsigned i = 0; i < 4; ++i)
+    for (unsigned b = 0; b < 4; ++b)
+      order[4 * i + b] = lanes >> b & 1 ? static_cast<std::int8_t>(4 * b + i) : std::int8_t{-128};
+  const __m128i shuffle = _mm_load_si128(reinterpret_cast<const __m128i*>(order));
+  const std::uint64_t base = c0 / 8 * im.group_words() + p / 4, at = (c0 % 8) * 4;
+  __m128i any = _mm_setzero_si128();
+  std::uint64_t w = 0;
+  for (; 4 * w + 4 <= n; ++w) {
+    const __m128i v = _mm_shuffle_epi8(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(im.word(base + w) + at)), shuffle);
+    any = _mm_or_si128(any, v);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 4 * w), v);
+  }
+  ok &= quad_row_scalar(im, c0, lanes, p + 4 * w, n - 4 * w, dst + 4 * w);
+  return ok && _mm_movemask_epi8(any) == 0;
+}
+
+// Pairs: the 8 bytes of channels c0 and c0 + 1 as (c0, c0 + 1) per pixel, widened to int16.
+__attribute__((target("avx2"))) void pair_row_avx2(const ImageWords& im, std::uint64_t c0,
+                                                   unsigned lanes, std::uint64_t p, std::uint64_t n,
+                                                   std::uint32_t* dst) {
+  const std::uint64_t head = std::min(n, (4 - p % 4) % 4);
+  pair_row_scalar(im, c0, lanes, p, head, dst);
+  p += head, dst += head, n -= head;
+  alignas(16) std::int8_t order[16];
+  for (unsigned i = 0; i < 16; ++i) {
+    const unsigned b = i % 2, pixel = i / 2;
+    order[i] =
+        i < 8 && (lanes >> b & 1) ? static_cast<std::int8_t>(4 * b + pixel) : std::int8_t{-128};
+  }
+  const __m128i shuffle = _mm_load_si128(reinterpret_cast<const __m128i*>(order));
+  const std::uint64_t base = c0 / 8 * im.group_words() + p / 4, at = (c0 % 8) * 4;
+  std::uint64_t w = 0;
+  for (; 4 * w + 4 <= n; ++w) {
+    const __m128i v = _mm_shuffle_epi8(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(im.word(base + w) + at)), shuffle);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 4 * w), _mm_cvtepi8_epi16(v));
+  }
+  pair_row_scalar(im, c0, lanes, p + 4 * w, n - 4 * w, dst + 4 * w);
+}
+
 // y rows (pixel-major, kGemmK lanes) to output planes: 8 pixels x 8 channels per transpose.
 __attribute__((target("avx2"))) void lanes_out_avx2(const std::int32_t* y, std::uint64_t n,
                                                     std::uint64_t k_count, std::int32_t* out,
@@ -353,6 +404,16 @@ void gemm_quads_avx2(const GemmOperands&, std::uint64_t, std::uint64_t, const st
 }
 
 bool interleave_quads_avx2(const std::int8_t* const*, std::uint64_t, std::uint32_t*) {
+  fail("dense_conv: AVX2 on a CPU that is not x86");
+}
+
+bool quad_row_avx2(const ImageWords&, std::uint64_t, unsigned, std::uint64_t, std::uint64_t,
+                   std::uint32_t*) {
+  fail("dense_conv: AVX2 on a CPU that is not x86");
+}
+
+void pair_row_avx2(const ImageWords&, std::uint64_t, unsigned, std::uint64_t, std::uint64_t,
+                   std::uint32_t*) {
   fail("dense_conv: AVX2 on a CPU that is not x86");
 }
 
