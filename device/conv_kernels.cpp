@@ -113,34 +113,53 @@ bool in_place(const DenseConv& c, const std::int64_t* ch, unsigned n, std::uint6
   return true;
 }
 
-// Fills one channel group's padded plane (stride 1: padded_h x padded_w words at dst) from
-// c.words: row(p, n, out) packs image pixels [p, p + n) to out; every other word is 0. The rows
-// go as one run when the plane has no padding columns (a 1x1 conv's plane: one call for all).
-// Returns false as soon as row does.
+// Fills one channel group's stored phases (phases(): slot by slot, hq x wq words each, at dst)
+// from c.words: row(p, n, out) packs image pixels p, p + s, ..., p + (n - 1) s to out; every
+// other word is 0 (padding, and phase positions past the plane). At stride 1 with no padding
+// columns (a 1x1 conv's plane) the rows go as one run. Returns false as soon as row does.
 template <typename Row>
-bool plane_from_words(const DenseConv& c, std::uint32_t* dst, Row&& row) {
+bool phases_from_words(const DenseConv& c, const Phases& ph, std::uint32_t* dst, Row&& row) {
   const ImageWords& im = *c.words;
-  const std::uint64_t W = c.padded_w, H = c.padded_h;
-  const auto clamp_row = [&](std::int64_t r) {
-    return static_cast<std::uint64_t>(std::clamp<std::int64_t>(r, 0, static_cast<std::int64_t>(H)));
-  };
-  // Plane rows [r0, r1) hold image rows r - top.
-  const std::uint64_t r0 = clamp_row(im.top);
-  const std::uint64_t r1 = clamp_row(im.top + static_cast<std::int64_t>(im.height));
-  std::fill(dst, dst + r0 * W, 0u);
-  std::fill(dst + std::max(r0, r1) * W, dst + H * W, 0u);
-  const auto image_row = [&](std::uint64_t r) {
-    return static_cast<std::uint64_t>(static_cast<std::int64_t>(r) - im.top);
-  };
-  if (r0 >= r1) return true;
-  if (W == im.width) return row(image_row(r0) * im.width, (r1 - r0) * W, dst + r0 * W);
-  const std::uint64_t right = W - im.left - im.width;
-  for (std::uint64_t r = r0; r < r1; ++r) {
-    std::uint32_t* out = dst + r * W;
-    std::fill(out, out + im.left, 0u);
-    std::fill(out + im.left + im.width, out + im.left + im.width + right, 0u);
-    if (!row(image_row(r) * im.width, im.width, out + im.left)) return false;
+  const std::uint64_t s = c.stride, wq = ph.wq;
+  const auto top = im.top, height = static_cast<std::int64_t>(im.height);
+  if (s == 1 && c.padded_w == im.width) {
+    const auto clamp_row = [&](std::int64_t r) {
+      return static_cast<std::uint64_t>(
+          std::clamp<std::int64_t>(r, 0, static_cast<std::int64_t>(c.padded_h)));
+    };
+    // Plane rows [r0, r1) hold image rows r - top.
+    const std::uint64_t r0 = clamp_row(top), r1 = clamp_row(top + height);
+    std::fill(dst, dst + r0 * wq, 0u);
+    std::fill(dst + r1 * wq, dst + ph.phase_words, 0u);
+    return r0 == r1 ||
+           row(static_cast<std::uint64_t>(static_cast<std::int64_t>(r0) - top) * im.width,
+               (r1 - r0) * wq, dst + r0 * wq);
   }
+  for (std::uint64_t ry = 0; ry < s; ++ry)
+    for (std::uint64_t rx = 0; rx < s; ++rx) {
+      if (ph.slot[ry * s + rx] < 0) continue;
+      std::uint32_t* phase =
+          dst + static_cast<std::uint64_t>(ph.slot[ry * s + rx]) * ph.phase_words;
+      // Phase columns [x0, x1) hold image columns xq * s + rx - left.
+      const auto first_at = [&](std::uint64_t col) {  // the first xq with xq * s + rx >= col
+        return std::min(wq, col > rx ? (col - rx + s - 1) / s : 0);
+      };
+      const std::uint64_t x0 = first_at(im.left), x1 = first_at(im.left + im.width);
+      for (std::uint64_t yq = 0; yq < ph.hq; ++yq) {
+        std::uint32_t* out = phase + yq * wq;
+        const std::uint64_t r = yq * s + ry;
+        const std::int64_t y = static_cast<std::int64_t>(r) - top;
+        if (r >= c.padded_h || y < 0 || y >= height || x0 >= x1) {
+          std::fill(out, out + wq, 0u);
+          continue;
+        }
+        std::fill(out, out + x0, 0u);
+        std::fill(out + x1, out + wq, 0u);
+        if (!row(static_cast<std::uint64_t>(y) * im.width + x0 * s + rx - im.left, x1 - x0,
+                 out + x0))
+          return false;
+      }
+    }
   return true;
 }
 }  // namespace
@@ -148,7 +167,7 @@ bool plane_from_words(const DenseConv& c, std::uint32_t* dst, Row&& row) {
 namespace detail {
 
 bool words_in_place(const DenseConv& c) {
-  if (!c.words || c.stride != 1) return false;
+  if (!c.words || c.stride < 1 || c.stride > 4) return false;
   const ImageWords& im = *c.words;
   if (im.channels % 8 || im.channels != c.plane_count || im.width == 0 ||
       im.left + im.width > c.padded_w)
@@ -165,10 +184,10 @@ bool words_in_place(const DenseConv& c) {
 }
 
 bool quad_row_scalar(const ImageWords& im, std::uint64_t c0, unsigned lanes, std::uint64_t p,
-                     std::uint64_t n, std::uint32_t* dst) {
+                     std::uint64_t n, std::uint64_t step, std::uint32_t* dst) {
   const std::uint64_t base = c0 / 8 * im.group_words(), at = (c0 % 8) * 4;
   std::uint32_t any = 0;
-  for (std::uint64_t i = 0; i < n; ++i, ++p) {
+  for (std::uint64_t i = 0; i < n; ++i, p += step) {
     const std::uint8_t* w = im.word(base + p / 4) + at + p % 4;
     std::uint32_t word = 0;
     for (unsigned b = 0; b < 4; ++b)
@@ -180,9 +199,9 @@ bool quad_row_scalar(const ImageWords& im, std::uint64_t c0, unsigned lanes, std
 }
 
 void pair_row_scalar(const ImageWords& im, std::uint64_t c0, unsigned lanes, std::uint64_t p,
-                     std::uint64_t n, std::uint32_t* dst) {
+                     std::uint64_t n, std::uint64_t step, std::uint32_t* dst) {
   const std::uint64_t base = c0 / 8 * im.group_words(), at = (c0 % 8) * 4;
-  for (std::uint64_t i = 0; i < n; ++i, ++p) {
+  for (std::uint64_t i = 0; i < n; ++i, p += step) {
     const std::uint8_t* w = im.word(base + p / 4) + at + p % 4;
     dst[i] = pair_word(lanes & 1 ? static_cast<std::int8_t>(w[0]) : 0,
                        lanes & 2 ? static_cast<std::int8_t>(w[4]) : 0);
@@ -200,7 +219,7 @@ void pack(const DenseConv& c, Packed& p, std::uint64_t tile_k, PairRow from_word
   p.q_padded = (p.q_count + kTileQ - 1) / kTileQ * kTileQ;
   // A tile reads up to q_padded - 1 words past a tap's offset, which is below plane_words: the
   // last pair's reads end before pairs * plane_words + q_padded.
-  if (from_words) {  // every word of the planes written
+  if (from_words) {  // every word of the phases written
     if (!words_in_place(c)) fail("pack: internal error: the words do not hold the channels");
     p.x.resize(p.pairs * p.plane_words + p.q_padded);
     std::fill(p.x.begin() + static_cast<std::ptrdiff_t>(p.pairs * p.plane_words), p.x.end(), 0u);
@@ -208,11 +227,11 @@ void pack(const DenseConv& c, Packed& p, std::uint64_t tile_k, PairRow from_word
       std::uint64_t c0 = 0;
       unsigned lanes = 0;
       in_place(c, c.channels.data() + 2 * pr, 2, c0, lanes);
-      plane_from_words(c, p.x.data() + pr * p.plane_words,
-                       [&](std::uint64_t at, std::uint64_t n, std::uint32_t* out) {
-                         from_words(*c.words, c0, lanes, at, n, out);
-                         return true;
-                       });
+      phases_from_words(c, ph, p.x.data() + pr * p.plane_words,
+                        [&](std::uint64_t at, std::uint64_t n, std::uint32_t* out) {
+                          from_words(*c.words, c0, lanes, at, n, c.stride, out);
+                          return true;
+                        });
     }
   } else {
     p.x.assign(p.pairs * p.plane_words + p.q_padded, 0);
@@ -314,11 +333,11 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
   // The VNNI tiles step 48 outputs; with bias 0 (the GEMM form and the tests' plain model) 16.
   const std::uint64_t q_step = bias == 0 ? 16 : kTileQ4;
   p.q_padded = (p.q_count + q_step - 1) / q_step * q_step;
-  // Stride 1 with the check: the one phase is the plane, every word of it written by interleave
-  // or from the words.
+  // With the check: at stride 1 the one phase is the plane, every word of it written by
+  // interleave; from the words every word of every phase is written.
   if (from_words && (bias != 0 || !words_in_place(c)))
     fail("pack_quads: internal error: the words do not hold the channels");
-  const bool fused = (interleave || from_words) && bias == 0 && c.stride == 1;
+  const bool fused = bias == 0 && (from_words || (interleave && c.stride == 1));
   // Every byte x = 0 (the value of padding and of the zero channels): 0x80808080 with bias 128.
   if (fused) {
     p.x.resize(p.quads * p.plane_words + p.q_padded);
@@ -330,10 +349,10 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
     std::uint64_t c0 = 0;
     unsigned lanes = 0;
     in_place(c, chans.data() + 4 * qd, 4, c0, lanes);
-    if (!plane_from_words(c, p.x.data() + qd * p.plane_words,
-                          [&](std::uint64_t at, std::uint64_t n, std::uint32_t* out) {
-                            return from_words(*c.words, c0, lanes, at, n, out);
-                          }))
+    if (!phases_from_words(c, ph, p.x.data() + qd * p.plane_words,
+                           [&](std::uint64_t at, std::uint64_t n, std::uint32_t* out) {
+                             return from_words(*c.words, c0, lanes, at, n, c.stride, out);
+                           }))
       return false;
   }
   for (std::uint64_t qd = 0; qd < p.quads && !from_words; ++qd) {

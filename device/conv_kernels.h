@@ -91,7 +91,7 @@ struct DenseConv {
 void dense_conv(const DenseConv& conv, std::int32_t* acc, std::int32_t* snapshot,
                 Isa isa = Isa::kAuto);
 // Whether dense_conv(conv, ..., isa) packs its input from conv.words alone (then conv.planes
-// may be null): the AVX2 level at stride 1, when every listed channel sits in its own place of
+// may be null): the AVX2 level (any stride), when every listed channel sits in its own place of
 // the words' channel quads and pairs (channel list entry i of a quad or pair is channel c0 + i
 // or -1: a list of all channels in order, as a dense layer's usually is).
 bool reads_words(const DenseConv& conv, Isa isa = Isa::kAuto);
@@ -142,29 +142,30 @@ std::vector<T>& thread_buffer() {
 
 namespace detail {
 
-// Packs pixels [p, p + n) of the channels c0 + b (b < 4 with bit b of `lanes` set; others 0) of
-// an ImageWords into n words at dst, straight from its DRAM words: u8 quads (byte b = channel c0
-// + b, c0 a multiple of 4), returning whether every value was 0..127, or int16 pairs (bits 0-1,
-// c0 even). The AVX2 ones shuffle a DRAM word's 16-byte half (4 channels x 4 pixels) into 4
-// quad words, or 8 of its bytes into 4 pair words, per step.
+// Packs pixels p, p + step, ..., p + (n - 1) step of the channels c0 + b (b < 4 with bit b of
+// `lanes` set; others 0) of an ImageWords into n words at dst, straight from its DRAM words: u8
+// quads (byte b = channel c0 + b, c0 a multiple of 4), returning whether every value was 0..127,
+// or int16 pairs (bits 0-1, c0 even). The AVX2 ones shuffle a DRAM word's 16-byte half (4
+// channels x 4 pixels) into 4 quad words, or 8 of its bytes into 4 pair words, per step of 1;
+// at step 2 two words' halves into 4 words.
 using QuadRow = bool (*)(const ImageWords& im, std::uint64_t c0, unsigned lanes, std::uint64_t p,
-                         std::uint64_t n, std::uint32_t* dst);
+                         std::uint64_t n, std::uint64_t step, std::uint32_t* dst);
 using PairRow = void (*)(const ImageWords& im, std::uint64_t c0, unsigned lanes, std::uint64_t p,
-                         std::uint64_t n, std::uint32_t* dst);
+                         std::uint64_t n, std::uint64_t step, std::uint32_t* dst);
 bool quad_row_scalar(const ImageWords& im, std::uint64_t c0, unsigned lanes, std::uint64_t p,
-                     std::uint64_t n, std::uint32_t* dst);
+                     std::uint64_t n, std::uint64_t step, std::uint32_t* dst);
 bool quad_row_avx2(const ImageWords& im, std::uint64_t c0, unsigned lanes, std::uint64_t p,
-                   std::uint64_t n, std::uint32_t* dst);
+                   std::uint64_t n, std::uint64_t step, std::uint32_t* dst);
 void pair_row_scalar(const ImageWords& im, std::uint64_t c0, unsigned lanes, std::uint64_t p,
-                     std::uint64_t n, std::uint32_t* dst);
+                     std::uint64_t n, std::uint64_t step, std::uint32_t* dst);
 void pair_row_avx2(const ImageWords& im, std::uint64_t c0, unsigned lanes, std::uint64_t p,
-                   std::uint64_t n, std::uint32_t* dst);
+                   std::uint64_t n, std::uint64_t step, std::uint32_t* dst);
 struct WordRows {
   QuadRow quads = quad_row_scalar;
   PairRow pairs = pair_row_scalar;
 };
 
-// Whether conv.words can give every packed word at stride 1 (see reads_words; any level).
+// Whether conv.words can give every packed word (see reads_words; any level).
 bool words_in_place(const DenseConv& conv);
 
 // The packed operands shared by both implementations.
@@ -233,8 +234,9 @@ bool interleave_quads_avx2(const std::int8_t* const* src, std::uint64_t n, std::
 // GEMM form, and q_padded is a multiple of 16 instead of kTileQ4: not for the VNNI tiles).
 // With bias 0, stride 1 and an `interleave`, the inputs are checked while they are packed (one
 // pass over them instead of two): false as soon as one is negative, and `p` is then unusable.
-// The same with bias 0 and `from_words` (words_in_place must hold): packed and checked straight
-// from conv.words (planes unused). Otherwise true.
+// The same with bias 0 and `from_words` (words_in_place must hold; any stride): packed and
+// checked straight from conv.words (planes unused; only the values packed are checked: those
+// some tap reads). Otherwise true.
 bool pack_quads(const DenseConv& conv, PackedQuads& p, std::uint32_t bias = 128,
                 QuadInterleave interleave = nullptr, QuadRow from_words = nullptr);
 

@@ -207,55 +207,101 @@ __attribute__((target("avx2"))) bool interleave_quads_avx2(const std::int8_t* co
   return tail && _mm256_movemask_epi8(any) == 0;
 }
 
-// Whole DRAM words (pixels p % 4 == 0 .. +3) one shuffle each, the pixels of a word the run
-// starts or ends inside of by the scalar loop. Quads: byte 4i + b of the shuffled half is channel
-// c0 + b's pixel i (byte 4b + i of the half), 0 for a lane not listed.
+// The shuffle of a DRAM word's bytes at `at` for output words [k0, k1) (byte 4k + b, or 2k + b
+// for pairs): channel b's pixel first + (k - k0) * step, i.e. byte 4b + that pixel; -128 (a zero
+// byte) for the other words and the lanes not listed.
+__attribute__((target("avx2"))) static __m128i word_order(unsigned lanes, unsigned channels,
+                                                          unsigned k0, unsigned k1, unsigned first,
+                                                          unsigned step) {
+  alignas(16) std::int8_t order[16];
+  for (unsigned i = 0; i < 16; ++i) {
+    const unsigned k = i / channels, b = i % channels;
+    order[i] = k >= k0 && k < k1 && (lanes >> b & 1)
+                   ? static_cast<std::int8_t>(4 * b + first + (k - k0) * step)
+                   : std::int8_t{-128};
+  }
+  return _mm_load_si128(reinterpret_cast<const __m128i*>(order));
+}
+
+// Step 1: whole DRAM words (pixels p % 4 == 0 .. +3) one shuffle each; step 2: from p % 4 = 0
+// or 1, two words' pixels p % 4 and p % 4 + 2 (shuffled apart, then ORed) per 4 outputs. The
+// pixels before and after (and other steps) by the scalar loop. Quads: channel c0 + b's pixel i
+// of a word is byte 4b + i of its half, output word k's byte b.
 __attribute__((target("avx2"))) bool quad_row_avx2(const ImageWords& im, std::uint64_t c0,
                                                    unsigned lanes, std::uint64_t p, std::uint64_t n,
-                                                   std::uint32_t* dst) {
-  const std::uint64_t head = std::min(n, (4 - p % 4) % 4);
-  bool ok = quad_row_scalar(im, c0, lanes, p, head, dst);
-  p += head, dst += head, n -= head;
-  alignas(16) std::int8_t order[16];
-  for (unsigned i = 0; i < 4; ++i)
-    for (unsigned b = 0; b < 4; ++b)
-      order[4 * i + b] = lanes >> b & 1 ? static_cast<std::int8_t>(4 * b + i) : std::int8_t{-128};
-  const __m128i shuffle = _mm_load_si128(reinterpret_cast<const __m128i*>(order));
+                                                   std::uint64_t step, std::uint32_t* dst) {
+  if (step > 2) return quad_row_scalar(im, c0, lanes, p, n, step, dst);
+  // The head: up to the first pixel where a vector step starts.
+  std::uint64_t head = 0;
+  while (head < n && (p + head * step) % 4 >= (step == 1 ? 1u : 2u)) ++head;
+  bool ok = quad_row_scalar(im, c0, lanes, p, head, step, dst);
+  p += head * step, dst += head, n -= head;
   const std::uint64_t base = c0 / 8 * im.group_words() + p / 4, at = (c0 % 8) * 4;
+  const auto first = static_cast<unsigned>(p % 4);
   __m128i any = _mm_setzero_si128();
-  std::uint64_t w = 0;
-  for (; 4 * w + 4 <= n; ++w) {
-    const __m128i v = _mm_shuffle_epi8(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(im.word(base + w) + at)), shuffle);
-    any = _mm_or_si128(any, v);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 4 * w), v);
+  std::uint64_t k = 0;
+  if (step == 1) {
+    const __m128i order = word_order(lanes, 4, 0, 4, 0, 1);
+    for (; k + 4 <= n; k += 4) {
+      const __m128i v = _mm_shuffle_epi8(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(im.word(base + k / 4) + at)), order);
+      any = _mm_or_si128(any, v);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k), v);
+    }
+  } else {
+    const __m128i lo = word_order(lanes, 4, 0, 2, first, 2);
+    const __m128i hi = word_order(lanes, 4, 2, 4, first, 2);
+    for (; k + 4 <= n; k += 4) {
+      const std::uint64_t w = base + k / 2;
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(im.word(w) + at));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(im.word(w + 1) + at));
+      const __m128i v = _mm_or_si128(_mm_shuffle_epi8(a, lo), _mm_shuffle_epi8(b, hi));
+      any = _mm_or_si128(any, v);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k), v);
+    }
   }
-  ok &= quad_row_scalar(im, c0, lanes, p + 4 * w, n - 4 * w, dst + 4 * w);
+  ok &= quad_row_scalar(im, c0, lanes, p + k * step, n - k, step, dst + k);
   return ok && _mm_movemask_epi8(any) == 0;
 }
 
-// Pairs: the 8 bytes of channels c0 and c0 + 1 as (c0, c0 + 1) per pixel, widened to int16.
+// Pairs: the 8 bytes of channels c0 and c0 + 1 (two words' 8 bytes side by side at step 2)
+// shuffled into (c0, c0 + 1) byte pairs per pixel, then widened to int16.
 __attribute__((target("avx2"))) void pair_row_avx2(const ImageWords& im, std::uint64_t c0,
                                                    unsigned lanes, std::uint64_t p, std::uint64_t n,
-                                                   std::uint32_t* dst) {
-  const std::uint64_t head = std::min(n, (4 - p % 4) % 4);
-  pair_row_scalar(im, c0, lanes, p, head, dst);
-  p += head, dst += head, n -= head;
-  alignas(16) std::int8_t order[16];
-  for (unsigned i = 0; i < 16; ++i) {
-    const unsigned b = i % 2, pixel = i / 2;
-    order[i] =
-        i < 8 && (lanes >> b & 1) ? static_cast<std::int8_t>(4 * b + pixel) : std::int8_t{-128};
-  }
-  const __m128i shuffle = _mm_load_si128(reinterpret_cast<const __m128i*>(order));
+                                                   std::uint64_t step, std::uint32_t* dst) {
+  if (step > 2) return pair_row_scalar(im, c0, lanes, p, n, step, dst);
+  std::uint64_t head = 0;
+  while (head < n && (p + head * step) % 4 >= (step == 1 ? 1u : 2u)) ++head;
+  pair_row_scalar(im, c0, lanes, p, head, step, dst);
+  p += head * step, dst += head, n -= head;
   const std::uint64_t base = c0 / 8 * im.group_words() + p / 4, at = (c0 % 8) * 4;
-  std::uint64_t w = 0;
-  for (; 4 * w + 4 <= n; ++w) {
-    const __m128i v = _mm_shuffle_epi8(
-        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(im.word(base + w) + at)), shuffle);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 4 * w), _mm_cvtepi8_epi16(v));
+  const auto first = static_cast<unsigned>(p % 4);
+  std::uint64_t k = 0;
+  if (step == 1) {
+    const __m128i order = word_order(lanes & 3, 2, 0, 4, 0, 1);
+    for (; k + 4 <= n; k += 4) {
+      const __m128i v = _mm_shuffle_epi8(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(im.word(base + k / 4) + at)), order);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k), _mm_cvtepi8_epi16(v));
+    }
+  } else {
+    // Word w's 8 bytes in bytes 0-7, word w + 1's in 8-15: the second pair of outputs reads
+    // 8 bytes further on.
+    alignas(16) std::int8_t order[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(order), word_order(lanes & 3, 2, 0, 2, first, 2));
+    for (unsigned i = 4; i < 8; ++i)
+      order[i] = order[i - 4] < 0 ? order[i - 4] : static_cast<std::int8_t>(order[i - 4] + 8);
+    const __m128i both = _mm_load_si128(reinterpret_cast<const __m128i*>(order));
+    for (; k + 4 <= n; k += 4) {
+      const std::uint64_t w = base + k / 2;
+      const __m128i v = _mm_unpacklo_epi64(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(im.word(w) + at)),
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(im.word(w + 1) + at)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k),
+                       _mm_cvtepi8_epi16(_mm_shuffle_epi8(v, both)));
+    }
   }
-  pair_row_scalar(im, c0, lanes, p + 4 * w, n - 4 * w, dst + 4 * w);
+  pair_row_scalar(im, c0, lanes, p + k * step, n - k, step, dst + k);
 }
 
 // y rows (pixel-major, kGemmK lanes) to output planes: 8 pixels x 8 channels per transpose.
@@ -408,12 +454,12 @@ bool interleave_quads_avx2(const std::int8_t* const*, std::uint64_t, std::uint32
 }
 
 bool quad_row_avx2(const ImageWords&, std::uint64_t, unsigned, std::uint64_t, std::uint64_t,
-                   std::uint32_t*) {
+                   std::uint64_t, std::uint32_t*) {
   fail("dense_conv: AVX2 on a CPU that is not x86");
 }
 
 void pair_row_avx2(const ImageWords&, std::uint64_t, unsigned, std::uint64_t, std::uint64_t,
-                   std::uint32_t*) {
+                   std::uint64_t, std::uint32_t*) {
   fail("dense_conv: AVX2 on a CPU that is not x86");
 }
 
