@@ -223,83 +223,117 @@ __attribute__((target("avx2"))) static __m128i word_order(unsigned lanes, unsign
   return _mm_load_si128(reinterpret_cast<const __m128i*>(order));
 }
 
-// Step 1: whole DRAM words (pixels p % 4 == 0 .. +3) one shuffle each; step 2: from p % 4 = 0
-// or 1, two words' pixels p % 4 and p % 4 + 2 (shuffled apart, then ORed) per 4 outputs. The
-// pixels before and after (and other steps) by the scalar loop. Quads: channel c0 + b's pixel i
-// of a word is byte 4b + i of its half, output word k's byte b.
+// Step 1: one shuffle per DRAM word, the words the run starts or ends inside of stored under a
+// mask of their count of pixels (the shuffle's order moved on by the first pixel's place in the
+// word, masked out of the check too). Step 2: from p % 4 = 0 or 1, two words' pixels p % 4 and
+// p % 4 + 2 (shuffled apart, then ORed) per 4 outputs; the pixels before and after (and other
+// steps) by the scalar loop. Quads: channel c0 + b's pixel i of a word is byte 4b + i of its
+// half, output word k's byte b.
 __attribute__((target("avx2"))) bool quad_row_avx2(const ImageWords& im, std::uint64_t c0,
                                                    unsigned lanes, std::uint64_t p, std::uint64_t n,
                                                    std::uint64_t step, std::uint32_t* dst) {
   if (step > 2) return quad_row_scalar(im, c0, lanes, p, n, step, dst);
-  // The head: up to the first pixel where a vector step starts.
-  std::uint64_t head = 0;
-  while (head < n && (p + head * step) % 4 >= (step == 1 ? 1u : 2u)) ++head;
-  bool ok = quad_row_scalar(im, c0, lanes, p, head, step, dst);
-  p += head * step, dst += head, n -= head;
-  const std::uint64_t base = c0 / 8 * im.group_words() + p / 4, at = (c0 % 8) * 4;
-  const auto first = static_cast<unsigned>(p % 4);
+  const std::uint64_t group = c0 / 8 * im.group_words(), at = (c0 % 8) * 4;
+  auto half = [&](std::uint64_t pixel) __attribute__((target("avx2"), always_inline)) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(im.word(group + pixel / 4) + at));
+  };
   __m128i any = _mm_setzero_si128();
-  std::uint64_t k = 0;
   if (step == 1) {
     const __m128i order = word_order(lanes, 4, 0, 4, 0, 1);
+    const __m128i index = _mm_setr_epi32(0, 1, 2, 3);
+    // Outputs [k, k + count) from the word of pixel p + k, starting at its pixel `first`.
+    auto part = [&](std::uint64_t k, std::uint64_t first, std::uint64_t count)
+        __attribute__((target("avx2"), always_inline)) {
+      const __m128i mask = _mm_cmpgt_epi32(_mm_set1_epi32(static_cast<int>(count)), index);
+      const __m128i v = _mm_and_si128(
+          _mm_shuffle_epi8(half(p + k),
+                           _mm_add_epi8(order, _mm_set1_epi8(static_cast<char>(first)))),
+          mask);
+      any = _mm_or_si128(any, v);
+      _mm_maskstore_epi32(reinterpret_cast<int*>(dst + k), mask, v);
+    };
+    std::uint64_t k = 0;
+    if (p % 4 && n) {
+      k = std::min(n, 4 - p % 4);
+      part(0, p % 4, k);
+    }
     for (; k + 4 <= n; k += 4) {
-      const __m128i v = _mm_shuffle_epi8(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(im.word(base + k / 4) + at)), order);
+      const __m128i v = _mm_shuffle_epi8(half(p + k), order);
       any = _mm_or_si128(any, v);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k), v);
     }
-  } else {
-    const __m128i lo = word_order(lanes, 4, 0, 2, first, 2);
-    const __m128i hi = word_order(lanes, 4, 2, 4, first, 2);
-    for (; k + 4 <= n; k += 4) {
-      const std::uint64_t w = base + k / 2;
-      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(im.word(w) + at));
-      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(im.word(w + 1) + at));
-      const __m128i v = _mm_or_si128(_mm_shuffle_epi8(a, lo), _mm_shuffle_epi8(b, hi));
-      any = _mm_or_si128(any, v);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k), v);
-    }
+    if (k < n) part(k, 0, n - k);
+    return _mm_movemask_epi8(any) == 0;
+  }
+  std::uint64_t head = 0;
+  while (head < n && (p + head * step) % 4 >= 2) ++head;
+  bool ok = quad_row_scalar(im, c0, lanes, p, head, step, dst);
+  p += head * step, dst += head, n -= head;
+  const auto first = static_cast<unsigned>(p % 4);
+  const __m128i lo = word_order(lanes, 4, 0, 2, first, 2);
+  const __m128i hi = word_order(lanes, 4, 2, 4, first, 2);
+  std::uint64_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    const std::uint64_t pixel = p + 2 * k;
+    const __m128i v =
+        _mm_or_si128(_mm_shuffle_epi8(half(pixel), lo), _mm_shuffle_epi8(half(pixel + 4), hi));
+    any = _mm_or_si128(any, v);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k), v);
   }
   ok &= quad_row_scalar(im, c0, lanes, p + k * step, n - k, step, dst + k);
   return ok && _mm_movemask_epi8(any) == 0;
 }
 
 // Pairs: the 8 bytes of channels c0 and c0 + 1 (two words' 8 bytes side by side at step 2)
-// shuffled into (c0, c0 + 1) byte pairs per pixel, then widened to int16.
+// shuffled into (c0, c0 + 1) byte pairs per pixel, then widened to int16; partial words at step
+// 1 as for the quads.
 __attribute__((target("avx2"))) void pair_row_avx2(const ImageWords& im, std::uint64_t c0,
                                                    unsigned lanes, std::uint64_t p, std::uint64_t n,
                                                    std::uint64_t step, std::uint32_t* dst) {
   if (step > 2) return pair_row_scalar(im, c0, lanes, p, n, step, dst);
-  std::uint64_t head = 0;
-  while (head < n && (p + head * step) % 4 >= (step == 1 ? 1u : 2u)) ++head;
-  pair_row_scalar(im, c0, lanes, p, head, step, dst);
-  p += head * step, dst += head, n -= head;
-  const std::uint64_t base = c0 / 8 * im.group_words() + p / 4, at = (c0 % 8) * 4;
-  const auto first = static_cast<unsigned>(p % 4);
-  std::uint64_t k = 0;
+  const std::uint64_t group = c0 / 8 * im.group_words(), at = (c0 % 8) * 4;
+  auto bytes8 = [&](std::uint64_t pixel) __attribute__((target("avx2"), always_inline)) {
+    return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(im.word(group + pixel / 4) + at));
+  };
   if (step == 1) {
     const __m128i order = word_order(lanes & 3, 2, 0, 4, 0, 1);
-    for (; k + 4 <= n; k += 4) {
+    const __m128i index = _mm_setr_epi32(0, 1, 2, 3);
+    auto part = [&](std::uint64_t k, std::uint64_t first, std::uint64_t count)
+        __attribute__((target("avx2"), always_inline)) {
+      const __m128i mask = _mm_cmpgt_epi32(_mm_set1_epi32(static_cast<int>(count)), index);
       const __m128i v = _mm_shuffle_epi8(
-          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(im.word(base + k / 4) + at)), order);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k), _mm_cvtepi8_epi16(v));
+          bytes8(p + k), _mm_add_epi8(order, _mm_set1_epi8(static_cast<char>(first))));
+      _mm_maskstore_epi32(reinterpret_cast<int*>(dst + k), mask, _mm_cvtepi8_epi16(v));
+    };
+    std::uint64_t k = 0;
+    if (p % 4 && n) {
+      k = std::min(n, 4 - p % 4);
+      part(0, p % 4, k);
     }
-  } else {
-    // Word w's 8 bytes in bytes 0-7, word w + 1's in 8-15: the second pair of outputs reads
-    // 8 bytes further on.
-    alignas(16) std::int8_t order[16];
-    _mm_store_si128(reinterpret_cast<__m128i*>(order), word_order(lanes & 3, 2, 0, 2, first, 2));
-    for (unsigned i = 4; i < 8; ++i)
-      order[i] = order[i - 4] < 0 ? order[i - 4] : static_cast<std::int8_t>(order[i - 4] + 8);
-    const __m128i both = _mm_load_si128(reinterpret_cast<const __m128i*>(order));
-    for (; k + 4 <= n; k += 4) {
-      const std::uint64_t w = base + k / 2;
-      const __m128i v = _mm_unpacklo_epi64(
-          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(im.word(w) + at)),
-          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(im.word(w + 1) + at)));
+    for (; k + 4 <= n; k += 4)
       _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k),
-                       _mm_cvtepi8_epi16(_mm_shuffle_epi8(v, both)));
-    }
+                       _mm_cvtepi8_epi16(_mm_shuffle_epi8(bytes8(p + k), order)));
+    if (k < n) part(k, 0, n - k);
+    return;
+  }
+  std::uint64_t head = 0;
+  while (head < n && (p + head * step) % 4 >= 2) ++head;
+  pair_row_scalar(im, c0, lanes, p, head, step, dst);
+  p += head * step, dst += head, n -= head;
+  const auto first = static_cast<unsigned>(p % 4);
+  // Word w's 8 bytes in bytes 0-7, word w + 1's in 8-15: the second pair of outputs reads 8
+  // bytes further on.
+  alignas(16) std::int8_t order[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(order), word_order(lanes & 3, 2, 0, 2, first, 2));
+  for (unsigned i = 4; i < 8; ++i)
+    order[i] = order[i - 4] < 0 ? order[i - 4] : static_cast<std::int8_t>(order[i - 4] + 8);
+  const __m128i both = _mm_load_si128(reinterpret_cast<const __m128i*>(order));
+  std::uint64_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    const std::uint64_t pixel = p + 2 * k;
+    const __m128i v = _mm_unpacklo_epi64(bytes8(pixel), bytes8(pixel + 4));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k),
+                     _mm_cvtepi8_epi16(_mm_shuffle_epi8(v, both)));
   }
   pair_row_scalar(im, c0, lanes, p + k * step, n - k, step, dst + k);
 }
