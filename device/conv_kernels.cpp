@@ -659,11 +659,10 @@ void dense_conv(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot, I
   // had on every resnet18/50 shape in conv_kernels_bench (Zen 3, one thread: 3x3 512 on 7x7
   // 22 -> 77 GMAC/s relu, 20 -> 52 signed; 64 on 56x56 43 -> 62 relu, 30 -> 49 signed).
   // Exact integer Winograd F(2x2, 3x3) for 3x3 stride 1 (device/conv_winograd.h) is not
-  // dispatched here: it beats this form in BM_DenseConv (one call per whole layer), but made
-  // `npukit eval` slower on resnet18 (~+10 %) and resnet50 (~+13 %), one thread, measured
-  // against the same binary without the dispatch. The calls are whole layers, as in the
-  // benchmark. The likely cause, not yet measured, is that eval streams the network's
-  // transformed weights (3.6x the bytes) from memory every image (docs/device.md).
+  // dispatched here: it beats this form in BM_DenseConv (one layer, weights hot), but timed per
+  // layer inside `npukit eval` no shape gained on both resnets (e.g. 256 on 14x14: 0.95x and
+  // 0.88x the CPU time in resnet50 at 1 and 2 threads, 0.99x and 1.09x in resnet18; 7x7 1.3-1.6x
+  // everywhere); the table is in docs/device.md.
   if (gemm_level(level))
     return dense_conv_gemm(c, acc, snapshot, gemm_quads_avx2, gemm_pairs_avx2, lanes_out_avx2,
                            interleave_quads_avx2, {quad_row_avx2, pair_row_avx2});

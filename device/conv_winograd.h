@@ -1,5 +1,5 @@
 // Exact integer Winograd F(2x2, 3x3) for the 3x3 stride-1 dense convolutions of
-// device/conv_kernels.h (dense_conv does not dispatch to it yet: see the note there).
+// device/conv_kernels.h (dense_conv does not dispatch to it: see the note there).
 //
 // Every 2x2 block of outputs ("tile") reads a 4x4 block of the padded input (tiles step 2). With
 // integer matrices (no fractions):
@@ -25,10 +25,11 @@ namespace npukit::device::conv_kernels {
 // Whether `conv` may take the Winograd path: a 3x3 kernel, stride 1, and at most
 // kWinogradMaxChannels listed channels (the bound above; more fall back to the direct form).
 bool winograd_applies(const DenseConv& conv);
-// Whether it is also faster than the direct form: planes of at least kWinogradMinTiles tiles.
+// Whether it can be faster than the direct form: planes of at least kWinogradMinTiles tiles.
 // Measured (BM_DenseConv, one thread): 512 channels on 7x7 (16 tiles, 49 of their 64 outputs
-// used, 8 MB of transformed weights against 2.4 MB) ran at 50 G direct-MAC/s against 70 for the
-// direct u8 form; 256 on 14x14 (49 tiles) gained.
+// used, 8 MB of transformed weights against 2.4 MB) ran at 43 G direct-MAC/s against 71 for the
+// direct u8 form; 256 on 14x14 (49 tiles) at 104 against 79. Inside `npukit eval` even the
+// larger planes do not pay on both resnets (docs/device.md), so dense_conv does not dispatch it.
 bool winograd_pays(const DenseConv& conv);
 
 namespace detail {
