@@ -14,17 +14,29 @@
 namespace npukit::analysis {
 namespace {
 
-// One image's values (runtime::image_of, converted to float) shaped like the model input.
-ir::Tensor as_input(const ir::Tensor& x, const std::vector<float>& image,
-                    const ir::Shape& input_shape, const std::string& name,
-                    const std::string& data_name) {
+// Image n of x as float32, shaped like the model input, into `out`, whose storage is reused from
+// image to image (a float32 data set is copied once, straight from x).
+void image_as_input(const ir::Tensor& x, std::int64_t n, const ir::Shape& input_shape,
+                    const std::string& name, const std::string& data_name, ir::Tensor& out) {
   ir::Shape shape = input_shape;
   if (!shape.empty()) shape[0] = 1;
-  const auto count = static_cast<std::int64_t>(image.size());
+  const std::int64_t count = ir::element_count(x.shape) / x.shape[0];
   if (ir::element_count(shape) != count)
     fail("{}: one image has {} values ({}), the model input '{}' takes {} ({})", data_name, count,
          ir::shape_string(x.shape), name, ir::element_count(shape), ir::shape_string(input_shape));
-  return ir::make_tensor(shape, image, name);
+  out.name = name;
+  out.dtype = ir::DType::kFloat32;
+  out.shape = shape;
+  const auto bytes = static_cast<std::size_t>(count) * sizeof(float);
+  if (x.dtype == ir::DType::kFloat32) {
+    const auto* first = x.data.data() + static_cast<std::size_t>(n) * bytes;
+    out.data.assign(first, first + bytes);
+  } else {
+    // Only this image is converted: a shard (or thread) does not copy the whole data set.
+    const std::vector<float> image = ir::to_float_vector(runtime::image_of(x, n));
+    const auto* first = reinterpret_cast<const std::uint8_t*>(image.data());
+    out.data.assign(first, first + bytes);
+  }
 }
 
 std::int64_t argmax(const ir::Tensor& t) {
@@ -101,11 +113,9 @@ EvalResult evaluate(runtime::Session& session, const ir::Tensor& x,
   ref::ConvWeightCache float_weights;  // the float model's conv weights, reordered once
   ref::RunOptions float_run;
   float_run.conv_weights = &float_weights;
+  ref::TensorMap feeds, ff;
   for (std::int64_t i = begin; i < end; ++i) {
-    // Only this image is converted: a shard (or thread) does not copy the whole data set.
-    const std::vector<float> image = ir::to_float_vector(runtime::image_of(x, i));
-    ref::TensorMap feeds;
-    feeds[input.name] = as_input(x, image, input.shape, input.name, data_name);
+    image_as_input(x, i, input.shape, input.name, data_name, feeds[input.name]);
     const auto result = session.run(feeds);
     const std::int64_t p = argmax(result.outputs.at(m.outputs[0].name));
     r.predictions.push_back(p);
@@ -115,8 +125,7 @@ EvalResult evaluate(runtime::Session& session, const ir::Tensor& x,
     r.layers = result.layers;
     if (float_model) {
       const std::string& fin = float_model->inputs[0];
-      ref::TensorMap ff;
-      ff[fin] = as_input(x, image, float_model->tensor(fin).shape, fin, data_name);
+      image_as_input(x, i, float_model->tensor(fin).shape, fin, data_name, ff[fin]);
       const auto fo = ref::run_graph(*float_model, ff, float_run);
       const std::int64_t fp = argmax(fo.at(float_model->outputs[0]));
       r.float_correct += fp == labels[i];

@@ -85,18 +85,10 @@ InputFile::~InputFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-Bytes read_file_bytes(const std::string& path, std::uint64_t max_bytes) {
-  const InputFile f(path, max_bytes);
-  const std::uint64_t size = f.size();
-  Bytes bytes(static_cast<std::size_t>(size));
+std::size_t InputFile::read(std::uint8_t* out, std::size_t n, const std::string& path) const {
   std::size_t got = 0;
-  for (;;) {
-    if (got == bytes.size()) {
-      // The file may have grown since fstat: read on, still bounded.
-      if (bytes.size() >= max_bytes + 1) break;
-      bytes.resize(std::min<std::uint64_t>(max_bytes + 1, bytes.size() + (1u << 16)));
-    }
-    const ssize_t r = ::read(f.fd(), bytes.data() + got, bytes.size() - got);
+  while (got < n) {
+    const ssize_t r = ::read(fd_, out + got, n - got);
     if (r < 0) {
       if (errno == EINTR) continue;
       fail("{}: read error: {}", path, std::strerror(errno));
@@ -104,8 +96,22 @@ Bytes read_file_bytes(const std::string& path, std::uint64_t max_bytes) {
     if (r == 0) break;
     got += static_cast<std::size_t>(r);
   }
-  if (got > max_bytes)
-    fail("{}: file is more than the {} limit for this input", path, human_bytes(max_bytes));
+  return got;
+}
+
+Bytes read_file_bytes(const std::string& path, std::uint64_t max_bytes) {
+  const InputFile f(path, max_bytes);
+  Bytes bytes(static_cast<std::size_t>(f.size()));
+  std::size_t got = f.read(bytes.data(), bytes.size(), path);
+  // The file may have grown since fstat: read on, still bounded. A probe first, so the usual
+  // file read whole is not copied into a bigger buffer only to find nothing more.
+  std::uint8_t probe[4096];
+  for (std::size_t more; got == bytes.size() && (more = f.read(probe, sizeof probe, path)) > 0;) {
+    if (got + more > max_bytes)
+      fail("{}: file is more than the {} limit for this input", path, human_bytes(max_bytes));
+    bytes.insert(bytes.end(), probe, probe + more);
+    got += more;
+  }
   bytes.resize(got);
   return bytes;
 }

@@ -40,6 +40,9 @@ class InputFile {
   InputFile& operator=(const InputFile&) = delete;
   int fd() const { return fd_; }
   std::uint64_t size() const { return size_; }
+  // Reads up to `n` bytes from the current offset into `out`: fewer only at the end of the file.
+  // Errors name `path`.
+  std::size_t read(std::uint8_t* out, std::size_t n, const std::string& path) const;
 
  private:
   int fd_ = -1;

@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace npukit {
@@ -154,6 +155,54 @@ TEST(Npy, RejectsTruncatedAndMalformedFiles) {
   EXPECT_THAT(error_of(hand_npy(
                   "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }", Bytes(4))),
               HasSubstr("malformed"));
+}
+
+// read_npy reads the header and then the data straight into the array; whatever a file holds,
+// it must come to what parse_npy makes of the same bytes: the same array or the same error.
+TEST(Npy, ReadingAFileAgreesWithParsingItsBytes) {
+  const npukit::testing::ScratchDir scratch("npy_read");
+  const auto path = (scratch / "a.npy").string();
+  auto outcome = [&](auto&& f) -> std::string {
+    try {
+      const NpyArray a = f();
+      return a.dtype + ":" + std::to_string(a.shape.size()) + ":" +
+             std::string(a.data.begin(), a.data.end());
+    } catch (const Error& e) {
+      return std::string("error: ") + e.what();
+    }
+  };
+  Bytes payload(40);
+  for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::uint8_t>(i * 13);
+  const Bytes v1 = hand_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 5), }", payload);
+  const Bytes v2 =
+      hand_npy("{'descr': '|u1', 'fortran_order': False, 'shape': (40,), }", payload, 2);
+  // An unpadded header shorter than the 12 bytes read first: data arrives with the header.
+  Bytes tiny = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0, 0};
+  const std::string dict = "{'descr':'|u1','fortran_order':False,'shape':(1,)}";
+  tiny[8] = static_cast<std::uint8_t>(dict.size());
+  tiny.insert(tiny.end(), dict.begin(), dict.end());
+  tiny.push_back(7);
+  // A header length field far larger than the file.
+  Bytes liar = v2;
+  liar[8] = liar[9] = liar[10] = 0x7f;
+  int checked = 0;
+  for (const Bytes& whole : {v1, v2, tiny, liar}) {
+    for (std::size_t n = 0; n <= whole.size() + 3; ++n) {
+      Bytes file(whole.begin(), whole.begin() + std::min(n, whole.size()));
+      file.resize(n, 0x55);  // past the end: trailing bytes
+      std::ofstream(path, std::ios::binary | std::ios::trunc)
+          .write(reinterpret_cast<const char*>(file.data()), static_cast<std::streamsize>(n));
+      const std::string want = outcome([&] { return parse_npy(file, path); });
+      EXPECT_EQ(outcome([&] { return read_npy(path); }), want) << "length " << n;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 400);
+  // Many trailing bytes (more than one probe read) are refused too.
+  Bytes big = v1;
+  big.resize(v1.size() + 10000, 1);
+  write_file_bytes(path, big);
+  EXPECT_THAT(outcome([&] { return read_npy(path); }), HasSubstr("10000 bytes after the array"));
 }
 
 TEST(Npy, MissingFileNamesThePath) {

@@ -100,21 +100,26 @@ std::vector<std::string> dwp_warnings(const std::vector<DwpPacket>& packets) {
   return warnings;
 }
 
-void append_dwp_packet(Bytes& out, std::uint32_t address, ByteSpan payload) {
-  if (payload.empty())
+std::span<std::uint8_t> append_dwp_packet(Bytes& out, std::uint32_t address, std::size_t size) {
+  if (size == 0)
     fail("DWP packet for DRAM 0x{:X}: empty payload (size 0 is the start command)", address);
-  if (payload.size() % kDramWordBytes != 0)
+  if (size % kDramWordBytes != 0)
     fail("DWP packet for DRAM 0x{:X}: payload of {} bytes is not a multiple of 32; pad it", address,
-         payload.size());
+         size);
   if (address % kDramWordBytes != 0)
     fail("DWP packet: DRAM address 0x{:X} is not 32-byte aligned", address);
-  if (std::uint64_t{address} + payload.size() > (std::uint64_t{1} << 32))
-    fail("DWP packet for DRAM 0x{:X}: {} bytes run past the 4 GiB address space", address,
-         payload.size());
+  if (std::uint64_t{address} + size > (std::uint64_t{1} << 32))
+    fail("DWP packet for DRAM 0x{:X}: {} bytes run past the 4 GiB address space", address, size);
   append_be32(out, kDwpSop);
-  append_be32(out, static_cast<std::uint32_t>(payload.size()));
+  append_be32(out, static_cast<std::uint32_t>(size));
   append_be32(out, address);
-  out.insert(out.end(), payload.begin(), payload.end());
+  out.resize(out.size() + size, 0);
+  return {out.data() + out.size() - size, size};
+}
+
+void append_dwp_packet(Bytes& out, std::uint32_t address, ByteSpan payload) {
+  const auto at = append_dwp_packet(out, address, payload.size());
+  std::copy(payload.begin(), payload.end(), at.begin());
 }
 
 void append_dwp_start(Bytes& out) {

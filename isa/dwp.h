@@ -7,6 +7,7 @@
 #include "common/bytes.h"
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,9 @@ std::vector<std::string> dwp_warnings(const std::vector<DwpPacket>& packets);
 // Appends one data packet. Throws npukit::Error when the payload is empty (DS = 0 would be the
 // start command), not a multiple of 32 bytes, or the address is not 32-byte aligned.
 void append_dwp_packet(Bytes& out, std::uint32_t address, ByteSpan payload);
+// The same for a payload of `size` bytes written in place: returns it, zeroed, inside `out` (valid
+// until `out` grows again).
+std::span<std::uint8_t> append_dwp_packet(Bytes& out, std::uint32_t address, std::size_t size);
 // Appends the start command FFFFFFFF 00000000 00000000.
 void append_dwp_start(Bytes& out);
 

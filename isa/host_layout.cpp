@@ -53,12 +53,20 @@ void check_bytes(std::size_t have, std::uint64_t need, std::int64_t c, std::int6
 Bytes pack_activation(std::span<const std::int8_t> chw, std::int64_t c, std::int64_t h,
                       std::int64_t w, const SaArch& arch) {
   check_values(chw.size(), c, h, w, "pack_activation");
+  Bytes out(activation_bytes(c, h, w, arch));
+  pack_activation(chw, c, h, w, arch, out);
+  return out;
+}
+
+void pack_activation(std::span<const std::int8_t> chw, std::int64_t c, std::int64_t h,
+                     std::int64_t w, const SaArch& arch, std::span<std::uint8_t> out) {
+  check_values(chw.size(), c, h, w, "pack_activation");
+  check_bytes(out.size(), activation_bytes(c, h, w, arch), c, h, w, "pack_activation");
   const std::int64_t p = h * w;
-  Bytes out(activation_bytes(c, h, w, arch), 0);
+  std::fill(out.begin(), out.end(), std::uint8_t{0});
   for_each_run(c, p, arch, [&](std::int64_t ch, std::int64_t px, std::uint64_t at, std::int64_t n) {
     std::memcpy(&out[at], &chw[ch * p + px], static_cast<std::size_t>(n));
   });
-  return out;
 }
 
 std::vector<std::int8_t> unpack_activation(ByteSpan bytes, std::int64_t c, std::int64_t h,

@@ -24,6 +24,9 @@ std::uint64_t activation_bytes(std::int64_t c, std::int64_t h, std::int64_t w, c
 // int8 [C][H*W] planar (one image, NCHW order) -> C' * P' bytes with zero padding.
 Bytes pack_activation(std::span<const std::int8_t> chw, std::int64_t c, std::int64_t h,
                       std::int64_t w, const SaArch& arch);
+// The same into `out` (activation_bytes long; every byte is written, padding as zeros).
+void pack_activation(std::span<const std::int8_t> chw, std::int64_t c, std::int64_t h,
+                     std::int64_t w, const SaArch& arch, std::span<std::uint8_t> out);
 // The inverse. Throws npukit::Error when `bytes` is shorter than C' * P'.
 std::vector<std::int8_t> unpack_activation(ByteSpan bytes, std::int64_t c, std::int64_t h,
                                            std::int64_t w, const SaArch& arch);

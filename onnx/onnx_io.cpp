@@ -792,14 +792,14 @@ constexpr NpyDtype kNpyDtypes[] = {
 };
 }  // namespace
 
-ir::Tensor tensor_from_npy(const NpyArray& array, const std::string& name) {
+ir::Tensor tensor_from_npy(NpyArray array, const std::string& name) {
   ir::Tensor t;
   t.name = name;
   for (const auto& d : kNpyDtypes)
     if (array.dtype == d.npy) t.dtype = d.ir;
   if (t.dtype == ir::DType::kUndefined) npy_dtype_size(array.dtype);  // throws naming the dtype
-  t.shape = array.shape;
-  t.data = array.data;
+  t.shape = std::move(array.shape);
+  t.data = std::move(array.data);
   return t;
 }
 
@@ -812,10 +812,11 @@ NpyArray npy_from_tensor(const ir::Tensor& tensor) {
 
 ir::Tensor load_tensor_file(const std::string& path) {
   std::string ext = std::filesystem::path(path).extension().string();
-  Bytes bytes = read_file_bytes(path);
   std::string stem = std::filesystem::path(path).stem().string();
+  if (ext == ".npy") return tensor_from_npy(read_npy(path), stem);  // read once, into the tensor
+  Bytes bytes = read_file_bytes(path);
   if (ext == ".pb") return parse_tensor_pb(bytes, path);
-  if (ext == ".npy" || (bytes.size() >= 6 && bytes[0] == 0x93 && bytes[1] == 'N'))
+  if (bytes.size() >= 6 && bytes[0] == 0x93 && bytes[1] == 'N')
     return tensor_from_npy(parse_npy(bytes, path), stem);
   return parse_tensor_pb(bytes, path);
 }

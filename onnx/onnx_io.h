@@ -60,8 +60,9 @@ ir::Tensor load_tensor_pb(const std::string& path);
 ir::Tensor parse_tensor_pb(ByteSpan bytes, const std::string& what);
 Bytes encode_tensor_pb(const ir::Tensor& tensor);
 
-// .npy <-> ir::Tensor. float64 and int types map one to one; bool to kBool.
-ir::Tensor tensor_from_npy(const NpyArray& array, const std::string& name);
+// .npy <-> ir::Tensor. float64 and int types map one to one; bool to kBool. The array's bytes
+// move into the tensor (pass an rvalue to avoid a copy).
+ir::Tensor tensor_from_npy(NpyArray array, const std::string& name);
 NpyArray npy_from_tensor(const ir::Tensor& tensor);
 
 // Reads a tensor from .npy or .pb (chosen by extension; anything else is tried as .npy, then .pb).

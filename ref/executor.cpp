@@ -44,12 +44,48 @@ ir::Tensor OpInputs::output_over(std::size_t i, ir::DType dtype, const ir::Shape
   return ir::make_tensor(dtype, shape);
 }
 
+ir::Tensor OpInputs::output(std::size_t k, ir::DType dtype, const ir::Shape& shape) const {
+  if (k >= recycled.size() || !recycled[k] || recycled[k]->dtype != dtype)
+    return ir::make_tensor(dtype, shape);
+  const std::int64_t n = ir::element_count(shape);
+  if (n < 0) return ir::make_tensor(dtype, shape);  // which names the error
+  ir::Tensor out = std::move(*recycled[k]);
+  out.name.clear();
+  out.shape = shape;
+  out.data.assign(static_cast<std::size_t>(n) * ir::dtype_size(dtype), 0);
+  return out;
+}
+
+struct RunBuffersAccess {
+  static TensorMap& kept(RunBuffers& b, const ir::Graph& graph) {
+    if (b.graph_ && b.graph_ != &graph)
+      fail("graph '{}': RunBuffers kept for graph '{}' (use one per graph)", graph.name,
+           b.graph_->name);
+    b.graph_ = &graph;
+    return b.kept_;
+  }
+};
+
+std::size_t RunBuffers::kept_bytes() const {
+  std::size_t n = 0;
+  for (const auto& [name, t] : kept_) n += t.data.capacity();
+  return n;
+}
+
 bool is_supported(const std::string& domain, const std::string& op_type) {
   return kernels().count({normal_domain(domain), op_type}) != 0;
 }
 
-TensorMap run_graph(const ir::Graph& graph, const TensorMap& inputs, const RunOptions& options) {
+namespace {
+
+// Runs the graph; inputs are copied into the values when `copy_inputs` (then after_node sees
+// them, and they may be written over), else looked up where they are. With `outputs`, the graph
+// outputs are swapped into it and nothing is returned.
+TensorMap run(const ir::Graph& graph, const TensorRefs& inputs, bool copy_inputs,
+              const RunOptions& options, TensorMap* outputs) {
   TensorMap values;
+  TensorRefs fed;  // inputs not copied
+  TensorMap* kept = options.buffers ? &RunBuffersAccess::kept(*options.buffers, graph) : nullptr;
   for (const auto& name : graph.inputs) {
     auto it = inputs.find(name);
     if (it == inputs.end()) {
@@ -57,8 +93,7 @@ TensorMap run_graph(const ir::Graph& graph, const TensorMap& inputs, const RunOp
       if (declared && declared->is_constant()) continue;  // an input with a default initializer
       fail("graph '{}': no value given for input '{}'", graph.name, name);
     }
-    ir::Tensor value = it->second;
-    value.name = name;
+    const ir::Tensor& value = *it->second;
     if (const ir::Tensor* declared = graph.find(name)) {
       if (declared->dtype != ir::DType::kUndefined && declared->dtype != value.dtype)
         fail("graph '{}': input '{}' must be {}, got {}", graph.name, name,
@@ -73,7 +108,12 @@ TensorMap run_graph(const ir::Graph& graph, const TensorMap& inputs, const RunOp
     if (ir::stored_count(value) != ir::element_count(value.shape))
       fail("graph '{}': input '{}' holds {} values for shape {}", graph.name, name,
            ir::stored_count(value), ir::shape_string(value.shape));
-    values[name] = std::move(value);
+    if (copy_inputs) {
+      ir::Tensor& copy = values[name] = value;
+      copy.name = name;
+    } else {
+      fed[name] = &value;
+    }
   }
   // The value of `name`: computed or fed this run, else a constant of the graph (then
   // *is_constant, when asked, is set).
@@ -81,12 +121,16 @@ TensorMap run_graph(const ir::Graph& graph, const TensorMap& inputs, const RunOp
     if (is_constant) *is_constant = false;
     auto it = values.find(name);
     if (it != values.end()) return &it->second;
+    if (auto f = fed.find(name); f != fed.end()) return f->second;
     const ir::Tensor* constant = graph.find(name);
     if (!constant || !constant->is_constant()) return nullptr;
     if (is_constant) *is_constant = true;
     return constant;
   };
 
+  auto is_output = [&](const std::string& name) {
+    return std::find(graph.outputs.begin(), graph.outputs.end(), name) != graph.outputs.end();
+  };
   // With release_dead_values: the index of the last node reading each value; graph outputs,
   // which outlive the run, are left out.
   std::map<std::string, std::size_t> last_reader;
@@ -131,11 +175,19 @@ TensorMap run_graph(const ir::Graph& graph, const TensorMap& inputs, const RunOp
       in.tensors.push_back(t);
       in.constant.push_back(is_constant);
       ir::Tensor* donatable = nullptr;
-      if (!is_constant && dead_after(name, k) &&
+      if (!is_constant && values.count(name) && dead_after(name, k) &&
           std::count(node.inputs.begin(), node.inputs.end(), name) == 1)
         donatable = &values.find(name)->second;
       in.donatable.push_back(donatable);
     }
+    if (kept)
+      for (const auto& name : node.outputs) {
+        // A graph output is made in the caller's storage for it, anything else in the storage
+        // kept from the last run.
+        TensorMap* from = outputs && is_output(name) ? outputs : kept;
+        auto it = name.empty() ? from->end() : from->find(name);
+        in.recycled.push_back(it != from->end() ? &it->second : nullptr);
+      }
     std::vector<ir::Tensor> outs;
     try {
       outs = kernel->second(node, in);
@@ -152,20 +204,51 @@ TensorMap run_graph(const ir::Graph& graph, const TensorMap& inputs, const RunOp
     }
     if (options.after_node) options.after_node(node, values);
     if (options.release_dead_values) {
-      for (const auto& name : node.inputs)
-        if (dead_after(name, k)) values.erase(name);
-      for (const auto& name : node.outputs)
-        if (dead_after(name, k)) values.erase(name);
+      auto release = [&](const std::string& name) {
+        if (!dead_after(name, k)) return;
+        auto it = values.find(name);
+        if (it == values.end()) return;
+        if (kept && !it->second.data.empty()) (*kept)[name] = std::move(it->second);
+        values.erase(it);
+      };
+      for (const auto& name : node.inputs) release(name);
+      for (const auto& name : node.outputs) release(name);
     }
   }
 
   TensorMap result;
-  for (const auto& name : graph.outputs) {
+  for (auto o = graph.outputs.begin(); o != graph.outputs.end(); ++o) {
+    const std::string& name = *o;
     const ir::Tensor* t = lookup(name);
     if (!t) fail("graph '{}': output '{}' was never computed", graph.name, name);
-    result[name] = *t;
+    if (!outputs) {
+      result[name] = *t;
+    } else if (std::find(graph.outputs.begin(), o, name) == o) {  // once per name
+      auto it = values.find(name);
+      // A computed output's storage goes to the caller, the caller's old storage to the next run.
+      if (it != values.end())
+        std::swap((*outputs)[name], it->second);
+      else
+        (*outputs)[name] = *t;  // an input or a constant
+    }
   }
+  if (kept)
+    for (auto& [name, t] : values)
+      if (!t.data.empty() && !inputs.count(name)) (*kept)[name] = std::move(t);
   return result;
+}
+
+}  // namespace
+
+TensorMap run_graph(const ir::Graph& graph, const TensorMap& inputs, const RunOptions& options) {
+  TensorRefs refs;
+  for (const auto& [name, t] : inputs) refs[name] = &t;
+  return run(graph, refs, /*copy_inputs=*/true, options, nullptr);
+}
+
+void run_graph(const ir::Graph& graph, const TensorRefs& inputs, const RunOptions& options,
+               TensorMap& outputs) {
+  run(graph, inputs, /*copy_inputs=*/options.after_node != nullptr, options, &outputs);
 }
 
 }  // namespace npukit::ref

@@ -7,6 +7,31 @@
 #include "ir/tensor_util.h"
 #include "ref/float_conv.h"
 
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <new>
+
+// Counts allocations of at least 16 KiB while `npukit_count_big` is set: tensor storage in the
+// buffer-reuse test below (the executor's bookkeeping, names and maps, is far smaller).
+namespace {
+std::atomic<bool> npukit_count_big{false};
+std::atomic<int> npukit_big_allocations{0};
+}  // namespace
+
+void* operator new(std::size_t n) {
+  if (n >= (16u << 10) && npukit_count_big.load(std::memory_order_relaxed))
+    npukit_big_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpragmas"
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"  // this operator new is std::malloc
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
+
 namespace npukit::ref {
 namespace {
 
@@ -205,6 +230,65 @@ TEST(Executor, SupportedOpQuery) {
   EXPECT_TRUE(is_supported("com.microsoft", "QGemm"));
   EXPECT_TRUE(is_supported("npukit.gati", "GatiEltwise"));
   EXPECT_FALSE(is_supported("", "LSTM"));
+}
+
+// The host segments of a split program: x -> QuantizeLinear -> q -> DequantizeLinear -> y.
+ir::Graph quantize_dequantize_graph(std::int64_t n) {
+  ir::Graph g;
+  g.name = "qdq";
+  g.inputs = {"x"};
+  g.outputs = {"y"};
+  g.tensors["x"] = ir::Tensor{"x", ir::DType::kFloat32, {1, n}, {}};
+  g.tensors["s"] = ir::make_scalar<float>(0.05f, "s");
+  g.tensors["z"] = ir::make_scalar<std::int8_t>(3, "z");
+  g.nodes.push_back(node("quant", "QuantizeLinear", {"x", "s", "z"}, {"q"}));
+  g.nodes.push_back(node("dequant", "DequantizeLinear", {"q", "s", "z"}, {"y"}));
+  return g;
+}
+
+// RunBuffers: after the first run, repeated runs of one graph allocate no tensor storage, and
+// compute what a run without them does (and what the ONNX formulas say, worked here).
+TEST(Executor, RunBuffersAllocateNoTensorStorageAfterTheFirstRun) {
+  constexpr std::int64_t n = 1 << 15;  // 128 KiB of float input, 32 KiB of int8
+  const ir::Graph g = quantize_dequantize_graph(n);
+  RunBuffers buffers;
+  RunOptions options;
+  options.buffers = &buffers;
+  TensorMap outputs;
+  const std::uint8_t* first_storage = nullptr;
+  for (int run = 0; run < 5; ++run) {
+    std::vector<float> xs(n);
+    for (std::int64_t i = 0; i < n; ++i) xs[i] = std::sin(0.37f * i + run) * 9.f;
+    const ir::Tensor x = ir::make_tensor<float>({1, n}, xs, "x");
+    const TensorMap plain = run_graph(g, {{"x", x}});
+    npukit_big_allocations = 0;
+    npukit_count_big = true;
+    run_graph(g, TensorRefs{{"x", &x}}, options, outputs);
+    npukit_count_big = false;
+    if (run == 0) {
+      EXPECT_GE(npukit_big_allocations.load(), 2);  // q and y, the first time
+      first_storage = outputs.at("y").data.data();
+    } else {
+      EXPECT_EQ(npukit_big_allocations.load(), 0) << "run " << run;
+      EXPECT_EQ(outputs.at("y").data.data(), first_storage);
+    }
+    const ir::Tensor& y = outputs.at("y");
+    EXPECT_EQ(y.shape, (ir::Shape{1, n}));
+    EXPECT_EQ(y.data, plain.at("y").data);
+    for (std::int64_t i = 0; i < n; i += 997) {
+      const float q = std::clamp(std::nearbyint(xs[i] / 0.05f) + 3.f, -128.f, 127.f);
+      EXPECT_EQ(ir::to_vector<float>(y)[i], (q - 3.f) * 0.05f) << i;
+    }
+  }
+  EXPECT_GE(buffers.kept_bytes(), static_cast<std::size_t>(n));  // q's storage
+  // One RunBuffers serves one graph.
+  const ir::Graph other = quantize_dequantize_graph(4);
+  const ir::Tensor x4 = ir::make_tensor<float>({1, 4}, {1, 2, 3, 4}, "x");
+  EXPECT_THAT(
+      [&] {
+        run_graph(other, TensorRefs{{"x", &x4}}, options, outputs);
+      },
+      ::testing::ThrowsMessage<Error>(HasSubstr("use one per graph")));
 }
 
 }  // namespace

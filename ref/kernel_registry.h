@@ -24,6 +24,9 @@ struct OpInputs {
   // releases dead values (RunOptions::release_dead_values), so a kernel may write its output
   // over it (output_over); else nullptr.
   std::vector<ir::Tensor*> donatable;
+  // Per output: the same value's tensor from the previous run when RunOptions::buffers keeps
+  // them, else nullptr (or shorter than the outputs).
+  std::vector<ir::Tensor*> recycled;
 
   std::size_t size() const { return tensors.size(); }
   const ir::Tensor* optional(std::size_t i) const {
@@ -38,6 +41,9 @@ struct OpInputs {
   // its data pointer, shape and count first, and write element k only after reading element k),
   // else a new tensor.
   ir::Tensor output_over(std::size_t i, ir::DType dtype, const ir::Shape& shape) const;
+  // Output k as a zeroed tensor of this type and shape (ir::make_tensor), in the storage the
+  // previous run's output k had when RunOptions::buffers keeps it.
+  ir::Tensor output(std::size_t k, ir::DType dtype, const ir::Shape& shape) const;
 };
 
 // Returns the node's outputs in order (names are filled in by the executor).

@@ -2,6 +2,7 @@
 // com.microsoft ones onnxruntime's quantizer writes). Semantics follow onnxruntime: integer
 // accumulation, requantization in float32 with round half to even, then saturation.
 #include <cmath>
+#include <span>
 
 #include "ref/int_conv.h"
 #include "ref/kernel_registry.h"
@@ -13,11 +14,24 @@ namespace {
 
 bool is_8bit(DType t) { return t == DType::kInt8 || t == DType::kUInt8; }
 
-// A quantized tensor's values widened to int32, with its type checked.
-std::vector<std::int32_t> widen(const Tensor& t, const char* what) {
+// Checks a quantized tensor's type: int8, uint8 or int32.
+void check_quantized(const Tensor& t, const char* what) {
   check_data(t, what);
   if (!is_8bit(t.dtype) && t.dtype != DType::kInt32)
     fail("{} '{}' must be int8, uint8 or int32, got {}", what, t.name, ir::dtype_name(t.dtype));
+}
+
+// Calls f with a quantized tensor's values as a pointer of their own type.
+template <typename F>
+void with_quantized(const Tensor& t, F&& f) {
+  if (t.dtype == DType::kInt8) return f(t.as<std::int8_t>());
+  if (t.dtype == DType::kUInt8) return f(t.as<std::uint8_t>());
+  return f(t.as<std::int32_t>());
+}
+
+// A quantized tensor's values widened to int32, with its type checked.
+std::vector<std::int32_t> widen(const Tensor& t, const char* what) {
+  check_quantized(t, what);
   std::vector<std::int32_t> v(static_cast<std::size_t>(ir::element_count(t.shape)));
   for (std::size_t i = 0; i < v.size(); ++i)
     v[i] = t.dtype == DType::kInt8    ? t.as<std::int8_t>()[i]
@@ -80,7 +94,13 @@ AxisIndexer axis_indexer(const ir::Shape& shape, std::size_t params, std::int64_
 Outputs quantize_linear(const ir::Node& node, const OpInputs& in) {
   const Tensor& x = in.at(0);
   check_data(x, "x");
-  const auto xs = ir::to_float_vector(x);
+  // A float32 input (a model's input image) is read where it is, not converted to a copy.
+  std::vector<float> converted;
+  if (x.dtype != DType::kFloat32) converted = ir::to_float_vector(x);
+  const std::span<const float> xs =
+      x.dtype == DType::kFloat32
+          ? std::span<const float>(x.as<float>(), static_cast<std::size_t>(ir::stored_count(x)))
+          : std::span<const float>(converted);
   const auto scale = scales_of(in.at(1), "y_scale");
   const auto zero = zero_points(in.optional(2), "y_zero_point");
   const DType type = zero_point_type(in.optional(2), DType::kUInt8);
@@ -88,7 +108,7 @@ Outputs quantize_linear(const ir::Node& node, const OpInputs& in) {
   if (zero.size() != 1 && zero.size() != scale.size())
     fail("y_scale and y_zero_point differ in size");
   const auto ix = axis_indexer(x.shape, scale.size(), node.get_int("axis", 1), "y_scale");
-  Tensor out = ir::make_tensor(type, x.shape);
+  Tensor out = in.output(0, type, x.shape);
   if (scale.size() == 1) {
     // One scale (a model's input image): the same arithmetic without the per-element indexer,
     // type switch and rounding call (round_half_even by the 1.5 * 2^23 addition, exact for
@@ -117,18 +137,22 @@ Outputs quantize_linear(const ir::Node& node, const OpInputs& in) {
 
 Outputs dequantize_linear(const ir::Node& node, const OpInputs& in) {
   const Tensor& x = in.at(0);
-  const auto xs = widen(x, "x");
+  check_quantized(x, "x");
   const auto scale = scales_of(in.at(1), "x_scale");
   const auto zero = zero_points(in.optional(2), "x_zero_point");
   if (zero.size() != 1 && zero.size() != scale.size())
     fail("x_scale and x_zero_point differ in size");
   const auto ix = axis_indexer(x.shape, scale.size(), node.get_int("axis", 1), "x_scale");
-  Tensor out = ir::make_tensor(DType::kFloat32, x.shape);
-  for (std::int64_t i = 0; i < static_cast<std::int64_t>(xs.size()); ++i) {
-    const std::int64_t p = ix(i);
-    out.as_mutable<float>()[i] =
-        static_cast<float>(xs[i] - zero[zero.size() == 1 ? 0 : p]) * scale[p];
-  }
+  Tensor out = in.output(0, DType::kFloat32, x.shape);
+  const auto count = ir::element_count(x.shape);
+  float* y = out.as_mutable<float>();
+  // The values read in their own type (not widened to a copy first).
+  with_quantized(x, [&](const auto* xs) {
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::int64_t p = ix(i);
+      y[i] = static_cast<float>(std::int32_t{xs[i]} - zero[zero.size() == 1 ? 0 : p]) * scale[p];
+    }
+  });
   return one(std::move(out));
 }
 

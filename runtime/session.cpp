@@ -76,6 +76,8 @@ Session::Session(program::Program program, SessionOptions options) : program_(st
   config.dram_bytes = program_.manifest.ramsize_mb << 20;
   config.warnings = options.warnings;
   transport_ = open_transport(options.transport, config);
+  host_buffers_.resize(program_.manifest.segments.size());
+  host_outputs_.resize(program_.manifest.segments.size());
   send_program();
 }
 
@@ -94,7 +96,7 @@ void Session::send_program() {
 }
 
 ref::TensorMap Session::run_device(const isa::ManifestSegment& segment,
-                                   const ref::TensorMap& device_inputs, RunResult& result,
+                                   const ref::TensorRefs& device_inputs, RunResult& result,
                                    SegmentStats& seg_stats) {
   std::map<std::uint32_t, const isa::ManifestTensor*> by_id;
   for (const auto& out : segment.device_outputs) {
@@ -105,7 +107,8 @@ ref::TensorMap Session::run_device(const isa::ManifestSegment& segment,
   }
   std::map<std::string, std::vector<std::int8_t>> gathered;  // output name -> values
   {
-    Bytes stream;
+    Bytes& stream = stream_;
+    stream.clear();
     // With several device segments in one GML, each is started by pointing the zeroth instruction
     // at its own instructions (docs/compiler.md, "Segments"). A single segment keeps the GML's.
     if (program_.manifest.device_segment_count() > 1) {
@@ -116,17 +119,18 @@ ref::TensorMap Session::run_device(const isa::ManifestSegment& segment,
       isa::append_dwp_packet(stream, 0, ByteSpan(word.data(), word.size()));
     }
     for (const auto& in : segment.device_inputs) {
-      const ir::Tensor& t = device_inputs.at(in.name);
+      const ir::Tensor& t = *device_inputs.at(in.name);
       const std::int64_t per_image = per_image_elements(in);
       std::span<const std::int8_t> image(t.as<std::int8_t>(), static_cast<std::size_t>(per_image));
-      Bytes packed;
       if (is_activation(in)) {
+        // Packed in place, in the stream.
         auto [c, h, w] = chw_of(in);
-        packed = isa::pack_activation(image, c, h, w, arch_);
+        isa::pack_activation(
+            image, c, h, w, arch_,
+            isa::append_dwp_packet(stream, in.address, isa::activation_bytes(c, h, w, arch_)));
       } else {
-        packed = isa::pack_vector(image);
+        isa::append_dwp_packet(stream, in.address, isa::pack_vector(image));
       }
-      isa::append_dwp_packet(stream, in.address, packed);
     }
     isa::append_dwp_start(stream);
     Bytes meta;
@@ -240,7 +244,8 @@ RunResult Session::run(const ref::TensorMap& inputs) {
   if (batch <= 0) fail("inputs have an empty batch");
 
   // The board runs one image at a time, and exported models usually fix batch 1: so does the
-  // whole pipeline.
+  // whole pipeline. A batch of one is that image as it is (no copy).
+  if (batch == 1) return run_image(inputs);
   RunResult result;
   for (std::int64_t n = 0; n < batch; ++n) {
     ref::TensorMap image;
@@ -269,7 +274,11 @@ RunResult Session::run(const ref::TensorMap& inputs) {
 
 RunResult Session::run_image(const ref::TensorMap& inputs) {
   RunResult result;
-  ref::TensorMap values = inputs;
+  // Every value by name, where it is: the inputs, then what each segment produced (a later
+  // producer of a name wins). Nothing is copied from segment to segment.
+  ref::TensorRefs values;
+  for (const auto& [name, t] : inputs) values[name] = &t;
+  std::map<std::string, ir::Tensor> quantized;  // float device inputs, as int8
   for (std::size_t i = 0; i < program_.manifest.segments.size(); ++i) {
     const auto& seg = program_.manifest.segments[i];
     SegmentStats stats;
@@ -277,7 +286,7 @@ RunResult Session::run_image(const ref::TensorMap& inputs) {
     stats.device = seg.is_device();
     if (!seg.is_device()) {
       const ir::Graph& g = program_.host_graph(i);
-      ref::TensorMap feeds;
+      ref::TensorRefs feeds;
       for (const auto& name : g.inputs) {
         auto it = values.find(name);
         if (it == values.end())
@@ -285,37 +294,40 @@ RunResult Session::run_image(const ref::TensorMap& inputs) {
                seg.host->file, name);
         feeds[name] = it->second;
       }
+      ref::RunOptions options;
+      options.buffers = &host_buffers_[i];
       const auto t0 = std::chrono::steady_clock::now();
-      auto produced = ref::run_graph(g, feeds);
+      ref::run_graph(g, feeds, options, host_outputs_[i]);
       stats.host_seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      for (auto& [name, t] : produced) values[name] = std::move(t);
+      for (const auto& name : g.outputs) values[name] = &host_outputs_[i].at(name);
       result.segments.push_back(stats);
       continue;
     }
-    ref::TensorMap device_in;
+    ref::TensorRefs device_in;
     for (const auto& in : seg.device_inputs) {
       auto it = values.find(in.name);
       if (it == values.end()) fail("device input '{}' was not produced by the host", in.name);
-      ir::Tensor t = it->second;
-      if (t.dtype == ir::DType::kFloat32) t = quantize_to_int8(t, in.scale, in.zero_point);
-      if (t.dtype != ir::DType::kInt8)
-        fail("device input '{}' is {}, the device takes int8", in.name, ir::dtype_name(t.dtype));
-      if (ir::element_count(t.shape) != per_image_elements(in))
-        fail("device input '{}': {} elements, expected {}", in.name, ir::element_count(t.shape),
+      const ir::Tensor* t = it->second;
+      if (t->dtype == ir::DType::kFloat32)
+        t = &(quantized[in.name] = quantize_to_int8(*t, in.scale, in.zero_point));
+      if (t->dtype != ir::DType::kInt8)
+        fail("device input '{}' is {}, the device takes int8", in.name, ir::dtype_name(t->dtype));
+      if (ir::element_count(t->shape) != per_image_elements(in))
+        fail("device input '{}': {} elements, expected {}", in.name, ir::element_count(t->shape),
              per_image_elements(in));
-      device_in[in.name] = std::move(t);
+      device_in[in.name] = t;
     }
     for (auto& [name, t] : run_device(seg, device_in, result, stats)) {
-      values[name] = t;
-      result.device_outputs[name] = std::move(t);
+      ir::Tensor& kept = result.device_outputs[name] = std::move(t);
+      values[name] = &kept;
     }
     result.segments.push_back(stats);
   }
   for (const auto& out : program_.manifest.outputs) {
     auto it = values.find(out.name);
     if (it == values.end()) fail("model output '{}' was not produced", out.name);
-    result.outputs[out.name] = it->second;
+    result.outputs[out.name] = *it->second;
   }
   return result;
 }

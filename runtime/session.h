@@ -70,12 +70,17 @@ class Session {
   void send_program();
   RunResult run_image(const ref::TensorMap& inputs);  // one image, batch 1
   ref::TensorMap run_device(const isa::ManifestSegment& segment,
-                            const ref::TensorMap& device_inputs, RunResult& result,
+                            const ref::TensorRefs& device_inputs, RunResult& result,
                             SegmentStats& stats);
 
   program::Program program_;
   isa::SaArch arch_;
   std::unique_ptr<Transport> transport_;
+  // Kept from image to image so that the per-image work reuses its storage: each host
+  // segment's executor buffers and outputs (by segment index), the DWP stream.
+  std::vector<ref::RunBuffers> host_buffers_;
+  std::vector<ref::TensorMap> host_outputs_;
+  Bytes stream_;
 };
 
 // Image n of a batch tensor (axis 0), as a batch of one.
