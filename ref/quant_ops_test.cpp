@@ -1,5 +1,7 @@
 // Hand-worked checks of the quantized ONNX kernels (onnxruntime semantics: float32 requantization,
 // round half to even, saturation). The com.microsoft ops have no ONNX conformance data.
+#include <limits>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -77,8 +79,11 @@ TEST(QuantizeLinear, RoundsHalfToEvenAndSaturates) {
 TEST(QuantizeLinear, OneScaleMatchesTheFormulaEverywhere) {
   std::vector<float> x;
   for (int k = -300; k <= 300; ++k) x.push_back(k * 0.25f);
-  for (float big : {4194303.5f, 4194304.f, 4194305.f, 8388609.f, 1e7f, 3e38f})
+  for (float big : {4194303.5f, 4194304.f, 4194305.f, 8388609.f, 1e7f, 3e38f,
+                    std::numeric_limits<float>::infinity()})
     x.insert(x.end(), {big, -big});
+  // Ties and the ends of the ranges once more, at every position of a 16-value block.
+  for (int k = 0; k < 40; ++k) x.push_back((k % 7 - 3) * 0.5f + (k % 3 == 0 ? 127.5f : -64.5f));
   for (const float scale : {0.5f, 1.f / 3.f, 7.f}) {
     for (const bool to_int8 : {true, false}) {
       const int zero = to_int8 ? 3 : 128;
