@@ -8,9 +8,14 @@
 // Flatten = 1 reads a conv output in the 6.1 layout with C = InputRows / ImageDim channels of
 // ImageDim pixels and flattens it channel-major (x[c * ImageDim + p]), as the flattening block's
 // per-channel banks read serially do; the region is C'·P' bytes and Vec2MatCols = C'·P' / 32.
+#include "common/cpu.h"
 #include "device/block.h"
 
 #include <algorithm>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace npukit::device {
 
@@ -19,6 +24,32 @@ using isa::Field;
 namespace {
 constexpr std::uint64_t kFcBufferBytes = 32768;  // gaticc --fcbuf-size: the FC input RAM
 constexpr std::uint64_t kVaSize = 32;            // FC engine width (COL_FC)
+
+// a[k] += x * w[k] for one 32-byte weight row, as the scalar loop does it.
+void add_row_scalar(std::int32_t* a, const std::uint8_t* w, std::uint64_t len, std::int32_t x) {
+  for (std::uint64_t k = 0; k < len; ++k) a[k] += x * static_cast<std::int8_t>(w[k]);
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+// The same for a whole row at the AVX2 level: |x * w| <= 2^14 is exact in 16 bits.
+__attribute__((target("avx2"))) void add_row_avx2(std::int32_t* a, const std::uint8_t* w,
+                                                  std::int32_t x) {
+  const __m256i weights = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+  const __m256i xv = _mm256_set1_epi16(static_cast<std::int16_t>(x));
+  const __m256i halves[2] = {
+      _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(weights)), xv),
+      _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(weights, 1)), xv)};
+  for (int h = 0; h < 2; ++h) {
+    const __m128i parts[2] = {_mm256_castsi256_si128(halves[h]),
+                              _mm256_extracti128_si256(halves[h], 1)};
+    for (int q = 0; q < 2; ++q) {
+      auto* p = reinterpret_cast<__m256i*>(a + 16 * h + 8 * q);
+      _mm256_storeu_si256(p,
+                          _mm256_add_epi32(_mm256_loadu_si256(p), _mm256_cvtepi16_epi32(parts[q])));
+    }
+  }
+}
+#endif
 }  // namespace
 
 BlockTiming run_fc(LayerContext& ctx) {
@@ -108,24 +139,38 @@ BlockTiming run_fc(LayerContext& ctx) {
   // a 32-byte row may straddle two pieces when the blob does not start on a row boundary of a
   // page, so rows are walked by byte position.
   std::vector<std::int32_t> acc(cols_padded, 0);
+#if defined(__x86_64__) || defined(__i386__)
+  const bool avx2 = cpu::path_allowed(cpu::resolve(Isa::kAuto, "fc"), Isa::kAvx2);
+#endif
   ctx.dram.read_pages(weight_start, blob_bytes, ctx.field_name(Field::FC_WeightStartAddress),
                       [&](std::uint64_t done, const std::uint8_t* data, std::uint64_t n) {
                         if (data == nullptr)
                           return;  // a page never written: zero weights add nothing
+                        // Row `row` of the blob is input j of neuron block `block`; both step with
+                        // the rows (one division per piece, not per row).
+                        std::uint64_t row = done / kVaSize, first = done % kVaSize;
+                        std::uint64_t j = row % rows_padded, block = row / rows_padded;
                         for (std::uint64_t off = 0; off < n;) {
-                          const std::uint64_t row = (done + off) / kVaSize,
-                                              first = (done + off) % kVaSize;
                           const std::uint64_t len = std::min(kVaSize - first, n - off);
-                          const std::uint64_t j = row % rows_padded;
                           const std::int32_t xv = j < rows ? x[j] : 0;
                           if (xv != 0) {
                             // Padded neurons (>= cols) sum into acc's padding, which nothing reads.
-                            std::int32_t* a = acc.data() + (row / rows_padded) * kVaSize + first;
+                            std::int32_t* a = acc.data() + block * kVaSize + first;
                             const std::uint8_t* w = data + off;
-                            for (std::uint64_t k = 0; k < len; ++k)
-                              a[k] += xv * static_cast<std::int8_t>(w[k]);
+#if defined(__x86_64__) || defined(__i386__)
+                            if (avx2 && len == kVaSize)
+                              add_row_avx2(a, w, xv);
+                            else
+#endif
+                              add_row_scalar(a, w, len, xv);
                           }
                           off += len;
+                          if (first + len == kVaSize) {
+                            first = 0;
+                            if (++j == rows_padded) j = 0, ++block;
+                          } else {
+                            first += len;
+                          }
                         }
                       });
 
