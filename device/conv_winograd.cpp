@@ -168,6 +168,10 @@ void dense_conv_winograd(const DenseConv& c, std::int32_t* acc, std::int32_t* sn
         "dense_conv: the Winograd path takes 3x3 stride-1 convs of at most {} channels, not a "
         "{}x{} stride-{} one of {}",
         kWinogradMaxChannels, c.kh, c.kw, c.stride, c.channels.size());
+  if (!c.planes)
+    fail(
+        "dense_conv: the Winograd path reads the input planes, and this call has none (its input "
+        "is DRAM words only: build the planes, or run dense_conv)");
   if (c.channels.size() % 2 || c.split % 2 || c.split > c.channels.size())
     fail("dense_conv: {} channels with the split at {}; both must be even", c.channels.size(),
          c.split);

@@ -275,6 +275,9 @@ TEST(ConvWinograd, RefusesWhatItDoesNotCompute) {
   c.split = 2;
   EXPECT_THROW(run_winograd(c, d::winograd_kernels_scalar()), Error);
   c = p.conv;
+  c.planes = nullptr;  // DRAM words only (DenseConv::words): the Winograd path needs planes
+  EXPECT_THROW(run_winograd(c, d::winograd_kernels_scalar()), Error);
+  c = p.conv;
   c.snapshot_from = 0;  // a snapshot is asked for, but none is given
   std::vector<std::int32_t> acc(c.kn * c.oh() * c.ow());
   EXPECT_THROW(d::dense_conv_winograd(c, acc.data(), nullptr, d::winograd_kernels_scalar()), Error);
