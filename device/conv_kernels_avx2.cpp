@@ -223,6 +223,25 @@ __attribute__((target("avx2"))) static __m128i word_order(unsigned lanes, unsign
   return _mm_load_si128(reinterpret_cast<const __m128i*>(order));
 }
 
+// Where the words of a row's pixels [p, p + (n - 1) * step] lie: when they are in one piece (a
+// DRAM page: almost every row), word w is at first + (w - w0) * 32 with no piece lookup (whose
+// loads the vector stores, which may alias anything, would otherwise repeat per word).
+struct RowWords {
+  const ImageWords& im;
+  std::uint64_t w0, at;
+  const std::uint8_t* first;
+  bool one_piece;
+  RowWords(const ImageWords& im, std::uint64_t group, std::uint64_t at, std::uint64_t p,
+           std::uint64_t n, std::uint64_t step)
+      : im(im), w0(group + p / 4), at(at), first(im.word(w0) + at) {
+    const std::uint64_t w1 = group + (p + (n ? n - 1 : 0) * step) / 4;
+    one_piece = (w0 + im.skew) >> im.piece_shift == (w1 + im.skew) >> im.piece_shift;
+  }
+  const std::uint8_t* operator()(std::uint64_t w) const {
+    return one_piece ? first + (w - w0) * 32 : im.word(w) + at;
+  }
+};
+
 // Step 1: one shuffle per DRAM word, the words the run starts or ends inside of stored under a
 // mask of their count of pixels (the shuffle's order moved on by the first pixel's place in the
 // word, masked out of the check too). Step 2: from p % 4 = 0 or 1, two words' pixels p % 4 and
@@ -233,9 +252,10 @@ __attribute__((target("avx2"))) bool quad_row_avx2(const ImageWords& im, std::ui
                                                    unsigned lanes, std::uint64_t p, std::uint64_t n,
                                                    std::uint64_t step, std::uint32_t* dst) {
   if (step > 2) return quad_row_scalar(im, c0, lanes, p, n, step, dst);
-  const std::uint64_t group = c0 / 8 * im.group_words(), at = (c0 % 8) * 4;
+  const std::uint64_t group = c0 / 8 * im.group_words();
+  const RowWords words(im, group, (c0 % 8) * 4, p, n, step);
   auto half = [&](std::uint64_t pixel) __attribute__((target("avx2"), always_inline)) {
-    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(im.word(group + pixel / 4) + at));
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(words(group + pixel / 4)));
   };
   __m128i any = _mm_setzero_si128();
   if (step == 1) {
@@ -291,9 +311,10 @@ __attribute__((target("avx2"))) void pair_row_avx2(const ImageWords& im, std::ui
                                                    unsigned lanes, std::uint64_t p, std::uint64_t n,
                                                    std::uint64_t step, std::uint32_t* dst) {
   if (step > 2) return pair_row_scalar(im, c0, lanes, p, n, step, dst);
-  const std::uint64_t group = c0 / 8 * im.group_words(), at = (c0 % 8) * 4;
+  const std::uint64_t group = c0 / 8 * im.group_words();
+  const RowWords words(im, group, (c0 % 8) * 4, p, n, step);
   auto bytes8 = [&](std::uint64_t pixel) __attribute__((target("avx2"), always_inline)) {
-    return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(im.word(group + pixel / 4) + at));
+    return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(words(group + pixel / 4)));
   };
   if (step == 1) {
     const __m128i order = word_order(lanes & 3, 2, 0, 4, 0, 1);
