@@ -69,8 +69,8 @@ class InProcessTransport final : public Transport {
       device_.receive_meta(bytes);
     } else if (app == kAppDwp) {
       device_.receive_dwp(bytes);
-      Bytes out = device_.take_dispatch_output();
-      received_.insert(received_.end(), out.begin(), out.end());
+      device_.take_dispatch_output(out_);  // into a kept buffer: no allocation per image
+      received_.insert(received_.end(), out_.begin(), out_.end());
     } else {
       fail("no Rah app {} on the device (app 1 carries DWP, app 2 META)", app);
     }
@@ -95,7 +95,7 @@ class InProcessTransport final : public Transport {
 
  private:
   device::Device device_;
-  Bytes received_;
+  Bytes received_, out_;
 };
 
 class TcpTransport final : public Transport {
