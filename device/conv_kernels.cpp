@@ -23,6 +23,7 @@ namespace npukit::device::conv_kernels {
 namespace {
 struct TileTag;
 struct QuadChannelTag;
+struct WordsChannelTag;  // words_in_place's own: pack_quads calls it holding QuadChannelTag's
 struct GemmOffsetTag;
 
 std::uint32_t pair_word(std::int8_t lo, std::int8_t hi) {
@@ -176,7 +177,7 @@ bool words_in_place(const DenseConv& c) {
   unsigned lanes = 0;
   for (std::uint64_t i = 0; i + 1 < c.channels.size(); i += 2)
     if (!in_place(c, c.channels.data() + i, 2, c0, lanes)) return false;
-  std::vector<std::int64_t>& chans = thread_buffer<std::int64_t, QuadChannelTag>();
+  std::vector<std::int64_t>& chans = thread_buffer<std::int64_t, WordsChannelTag>();
   quad_channels(c, chans);
   for (std::uint64_t i = 0; i < chans.size(); i += 4)
     if (!in_place(c, chans.data() + i, 4, c0, lanes)) return false;
