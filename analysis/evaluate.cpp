@@ -116,13 +116,13 @@ EvalResult evaluate(runtime::Session& session, const ir::Tensor& x,
   ref::TensorMap feeds, ff;
   for (std::int64_t i = begin; i < end; ++i) {
     image_as_input(x, i, input.shape, input.name, data_name, feeds[input.name]);
-    const auto result = session.run(feeds);
+    auto result = session.run(feeds);
     const std::int64_t p = argmax(result.outputs.at(m.outputs[0].name));
     r.predictions.push_back(p);
     r.int8_correct += p == labels[i];
     r.device_cycles += result.device_cycles;
     add_segment_stats(r.segments, result.segments);
-    r.layers = result.layers;
+    r.layers = std::move(result.layers);  // the last image's (moved: no copy of the names)
     if (float_model) {
       const std::string& fin = float_model->inputs[0];
       image_as_input(x, i, float_model->tensor(fin).shape, fin, data_name, ff[fin]);

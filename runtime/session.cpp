@@ -177,6 +177,7 @@ ref::TensorMap Session::run_device(const isa::ManifestSegment& segment,
       const RunCycles rc = transport_->run_cycles();
       result.device_cycles += rc.total;
       seg_stats.cycles += rc.total;
+      result.layers.reserve(result.layers.size() + rc.layers.size());
       for (std::size_t i = 0; i < rc.layers.size(); ++i) {
         LayerCycles lc;
         lc.opcode = std::string(isa::name(rc.layers[i].first));
@@ -184,7 +185,7 @@ ref::TensorMap Session::run_device(const isa::ManifestSegment& segment,
         lc.name = layer < program_.manifest.layers.size() ? program_.manifest.layers[layer].name
                                                           : lc.opcode;
         lc.cycles = rc.layers[i].second;
-        result.layers.push_back(lc);
+        result.layers.push_back(std::move(lc));
       }
     }
   }
