@@ -25,8 +25,11 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <deque>
+#include <memory>
+#include <mutex>
 
 namespace npukit::device {
 
@@ -359,56 +362,95 @@ void map_dense(const LayerContext& ctx, const ConvGeometry& g, const Mapping& ma
 // every time, which costs as much as a small layer's sums. An entry is reused only when the blob
 // in DRAM now is byte for byte the one it was mapped from, under the same mapping, so a program
 // that rewrites its weights is mapped afresh; the device still reads every byte. Two checks
-// establish that: no byte of the range was written since the entry was last checked on this
-// Dram (its write tracking: a few page stamps), or else a byte compare of the range (a blob
-// rewritten with the same bytes, or another board). Per thread (parallel eval workers each
-// simulate their own board), bounded in size.
+// establish that: no byte of the range was written since this thread last checked the entry on
+// this Dram (its write tracking: a few page stamps), or else a byte compare of the range (a blob
+// rewritten with the same bytes, or another board). The entries (one byte copy of the blob, the
+// mapping, the packs) live in one store shared by every thread of the process, so parallel eval
+// workers (each simulating its own board) hold and stream each weight once, not once per worker;
+// each thread keeps only its own check records (which Dram, which stamp). Bounded in size.
 struct WeightCacheKey {
   std::uint64_t start, in_channels, kn, kh, kw, kern_dim, chan_dim, kitr, citr;
   ConvMode mode;
   bool operator==(const WeightCacheKey&) const = default;
 };
 
+struct WeightCacheEntry {  // immutable once stored, except the packs (filled thread-safely)
+  WeightCacheKey key;
+  Bytes blob;
+  MappedWeights mapped;
+};
+
 const MappedWeights& mapped_weights(const LayerContext& ctx, const ConvGeometry& g,
                                     const Mapping& map, std::uint64_t blob_bytes,
                                     std::uint64_t in_channels, std::uint64_t weight_start,
                                     bool dense) {
-  struct Entry {
-    WeightCacheKey key;
-    Bytes blob;
-    MappedWeights mapped;
-    std::uint64_t dram_id = 0, stamp = 0;  // equal to DRAM on that Dram at that write stamp
+  struct Store {
+    std::mutex mutex;
+    std::deque<std::shared_ptr<const WeightCacheEntry>> entries;
+    std::uint64_t bytes = 0;
+    std::atomic<std::uint64_t> generation{0};  // bumped when the store is emptied
+  };
+  struct Record {  // this thread's: the entry equals DRAM on that Dram at that write stamp
+    std::shared_ptr<const WeightCacheEntry> entry;
+    std::uint64_t dram_id = 0, stamp = 0;
   };
   constexpr std::uint64_t kMaxCachedBlobBytes = 256ull << 20;
-  thread_local std::deque<Entry> cache;  // references stay valid as it grows
-  thread_local std::uint64_t cached_bytes = 0;
+  static Store store;
+  thread_local std::vector<Record> records;
+  thread_local std::uint64_t records_generation = 0;
   const WeightCacheKey key{weight_start, in_channels,  g.kn,     g.kh,     g.kw,
                            map.kern_dim, map.chan_dim, map.kitr, map.citr, map.mode};
+  // A store emptied since: drop this thread's records too, so the bound holds (an entry lives
+  // while a record holds it; the reference returned last time is no longer in use here).
+  if (const std::uint64_t gen = store.generation.load(std::memory_order_acquire);
+      gen != records_generation) {
+    records.clear();
+    records_generation = gen;
+  }
   // The blob is compared in DRAM (the range was checked by the caller), not copied out first.
   Dram& dram = ctx.dram;
-  for (Entry& e : cache) {
-    if (e.key != key || e.blob.size() != blob_bytes) continue;
-    if (e.dram_id == dram.id() && dram.unwritten_since(weight_start, blob_bytes, e.stamp))
-      return e.mapped;
-    if (dram.equals(weight_start, e.blob, "weight read")) {
-      e.dram_id = dram.id(), e.stamp = dram.write_stamp();
-      return e.mapped;
+  const auto matches = [&](const WeightCacheEntry& e) {
+    return e.key == key && e.blob.size() == blob_bytes;
+  };
+  for (Record& r : records) {
+    if (!matches(*r.entry)) continue;
+    if (r.dram_id == dram.id() && dram.unwritten_since(weight_start, blob_bytes, r.stamp))
+      return r.entry->mapped;
+    if (dram.equals(weight_start, r.entry->blob, "weight read")) {
+      r.dram_id = dram.id(), r.stamp = dram.write_stamp();
+      return r.entry->mapped;
     }
   }
-  if (cached_bytes + blob_bytes > kMaxCachedBlobBytes) {
-    cache.clear();
-    cached_bytes = 0;
+  const std::uint64_t stamp = dram.write_stamp();
+  const std::lock_guard lock(store.mutex);
+  std::shared_ptr<const WeightCacheEntry> found;
+  for (const auto& e : store.entries)
+    if (matches(*e) && dram.equals(weight_start, e->blob, "weight read")) {
+      found = e;
+      break;
+    }
+  if (!found) {
+    auto e = std::make_shared<WeightCacheEntry>();
+    e->key = key;
+    e->blob.resize(blob_bytes);
+    dram.read(weight_start, e->blob, "weight read");
+    if (dense)
+      map_dense(ctx, g, map, e->blob, in_channels, e->mapped);
+    else
+      map_connections(ctx, g, map, e->blob, in_channels, e->mapped);
+    if (store.bytes + blob_bytes > kMaxCachedBlobBytes) {
+      store.entries.clear();
+      store.bytes = 0;
+      store.generation.fetch_add(1, std::memory_order_release);
+      records.clear();
+      records_generation = store.generation.load(std::memory_order_relaxed);
+    }
+    store.bytes += blob_bytes;
+    store.entries.push_back(e);
+    found = std::move(e);
   }
-  Entry e{key, Bytes(blob_bytes), {}, dram.id(), dram.write_stamp()};
-  dram.read(weight_start, e.blob, "weight read");
-  const Bytes& blob = e.blob;
-  if (dense)
-    map_dense(ctx, g, map, blob, in_channels, e.mapped);
-  else
-    map_connections(ctx, g, map, blob, in_channels, e.mapped);
-  cached_bytes += blob.size();
-  cache.push_back(std::move(e));
-  return cache.back().mapped;
+  records.push_back(Record{found, dram.id(), stamp});
+  return found->mapped;
 }
 
 // Runs a regular, ChannelDuplicate or pointwise conv as one dense int8 convolution over every

@@ -246,24 +246,27 @@ void pack(const DenseConv& c, Packed& p, std::uint64_t tile_k, PairRow from_word
   p.kn_padded = (c.kn + tile_k - 1) / tile_k * tile_k;
   PackedWeights* kept = c.packs ? (tile_k == kTileK ? &c.packs->pairs : &c.packs->pairs8) : nullptr;
   std::vector<std::uint32_t>& w = kept ? kept->w : p.w;
-  p.w_data = w.data();
-  if (kept && kept->ready) return;
-  w.assign(p.kn_padded * p.pairs * p.taps, 0);
-  p.w_data = w.data();
-  if (kept) kept->ready = true;
-  for (std::uint64_t k = 0; k < c.kn; ++k) {
-    const std::uint64_t kb = k / tile_k, kk = k % tile_k;
-    const std::int8_t* wk = c.weights + k * c.plane_count * p.taps;
-    for (std::uint64_t pr = 0; pr < p.pairs; ++pr) {
-      // plane() has checked the channels.
-      const std::int64_t c_lo = c.channels[2 * pr], c_hi = c.channels[2 * pr + 1];
-      const std::int8_t* lo = c_lo < 0 ? nullptr : wk + static_cast<std::uint64_t>(c_lo) * p.taps;
-      const std::int8_t* hi = c_hi < 0 ? nullptr : wk + static_cast<std::uint64_t>(c_hi) * p.taps;
-      for (std::uint64_t t = 0; t < p.taps; ++t)
-        w[((kb * p.pairs + pr) * p.taps + t) * tile_k + kk] =
-            pair_word(lo ? lo[t] : 0, hi ? hi[t] : 0);
+  const auto fill = [&] {
+    w.assign(p.kn_padded * p.pairs * p.taps, 0);
+    for (std::uint64_t k = 0; k < c.kn; ++k) {
+      const std::uint64_t kb = k / tile_k, kk = k % tile_k;
+      const std::int8_t* wk = c.weights + k * c.plane_count * p.taps;
+      for (std::uint64_t pr = 0; pr < p.pairs; ++pr) {
+        // plane() has checked the channels.
+        const std::int64_t c_lo = c.channels[2 * pr], c_hi = c.channels[2 * pr + 1];
+        const std::int8_t* lo = c_lo < 0 ? nullptr : wk + static_cast<std::uint64_t>(c_lo) * p.taps;
+        const std::int8_t* hi = c_hi < 0 ? nullptr : wk + static_cast<std::uint64_t>(c_hi) * p.taps;
+        for (std::uint64_t t = 0; t < p.taps; ++t)
+          w[((kb * p.pairs + pr) * p.taps + t) * tile_k + kk] =
+              pair_word(lo ? lo[t] : 0, hi ? hi[t] : 0);
+      }
     }
-  }
+  };
+  if (kept)
+    kept->fill_once(fill);
+  else
+    fill();
+  p.w_data = w.data();
 }
 
 void tiles_scalar(const Packed& p, std::uint64_t kb, std::uint64_t pair_begin,
@@ -378,36 +381,38 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
   std::vector<std::uint32_t>& w = kept ? kept->w : p.w;
   std::vector<std::uint32_t>& offset_first = kept ? kept->offset_first : p.offset_first;
   std::vector<std::uint32_t>& offset_all = kept ? kept->offset_all : p.offset_all;
-  if (!kept || !kept->ready) {
+  const auto fill = [&] {
     w.assign(p.kn_padded * p.quads * p.taps, 0);
     offset_first.assign(c.kn, 0);
     offset_all.assign(c.kn, 0);
-  }
+    for (std::uint64_t k = 0; k < c.kn; ++k) {
+      const std::uint64_t kb = k / kTileK4, kk = k % kTileK4;
+      const std::int8_t* wk = c.weights + k * c.plane_count * p.taps;
+      std::uint32_t sum_first = 0, sum_all = 0;
+      for (std::uint64_t qd = 0; qd < p.quads; ++qd)
+        for (std::uint64_t t = 0; t < p.taps; ++t) {
+          std::uint32_t word = 0;
+          for (int b = 0; b < 4; ++b) {
+            const std::int64_t ch = chans[4 * qd + static_cast<std::uint64_t>(b)];
+            // plane() has checked the channels.
+            const std::int8_t v = ch < 0 ? 0 : wk[static_cast<std::uint64_t>(ch) * p.taps + t];
+            word |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(v)) << (8 * b);
+            sum_all += static_cast<std::uint32_t>(std::int32_t{v});
+            if (qd < p.split_quads) sum_first += static_cast<std::uint32_t>(std::int32_t{v});
+          }
+          w[((kb * p.quads + qd) * p.taps + t) * kTileK4 + kk] = word;
+        }
+      offset_first[k] = bias * sum_first;
+      offset_all[k] = bias * sum_all;
+    }
+  };
+  if (kept)
+    kept->fill_once(fill);
+  else
+    fill();
   p.w_data = w.data();
   p.offset_first_data = offset_first.data();
   p.offset_all_data = offset_all.data();
-  if (kept && kept->ready) return true;
-  if (kept) kept->ready = true;
-  for (std::uint64_t k = 0; k < c.kn; ++k) {
-    const std::uint64_t kb = k / kTileK4, kk = k % kTileK4;
-    const std::int8_t* wk = c.weights + k * c.plane_count * p.taps;
-    std::uint32_t sum_first = 0, sum_all = 0;
-    for (std::uint64_t qd = 0; qd < p.quads; ++qd)
-      for (std::uint64_t t = 0; t < p.taps; ++t) {
-        std::uint32_t word = 0;
-        for (int b = 0; b < 4; ++b) {
-          const std::int64_t ch = chans[4 * qd + static_cast<std::uint64_t>(b)];
-          // plane() has checked the channels.
-          const std::int8_t v = ch < 0 ? 0 : wk[static_cast<std::uint64_t>(ch) * p.taps + t];
-          word |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(v)) << (8 * b);
-          sum_all += static_cast<std::uint32_t>(std::int32_t{v});
-          if (qd < p.split_quads) sum_first += static_cast<std::uint32_t>(std::int32_t{v});
-        }
-        w[((kb * p.quads + qd) * p.taps + t) * kTileK4 + kk] = word;
-      }
-    offset_first[k] = bias * sum_first;
-    offset_all[k] = bias * sum_all;
-  }
   return true;
 }
 

@@ -14,7 +14,9 @@
 
 #include "common/cpu.h"
 
+#include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 namespace npukit::device::conv_kernels {
@@ -23,10 +25,25 @@ namespace npukit::device::conv_kernels {
 // A caller that runs the same weights again (conv.cpp keeps one with each mapped weight blob, so
 // a network evaluated image after image) passes it in DenseConv::packs and the weights are packed
 // once instead of once per call. Valid only while the weights, channels, split, kn and kernel
-// size stay those of the call that filled it.
+// size stay those of the call that filled it. Shared by threads (conv.cpp's store serves every
+// eval worker of the process): fill_once runs the first caller's fill under a mutex while the
+// others wait, and publishes it (release) to every later ready() (acquire); after that w and the
+// offsets are only read.
 struct PackedWeights {
-  bool ready = false;
   std::vector<std::uint32_t> w, offset_first, offset_all;
+  bool ready() const { return filled_.load(std::memory_order_acquire); }
+  template <typename Fill>
+  void fill_once(Fill&& fill) {
+    if (ready()) return;
+    const std::lock_guard lock(mutex_);
+    if (filled_.load(std::memory_order_relaxed)) return;
+    fill();  // may throw: then not ready, the next caller fills afresh
+    filled_.store(true, std::memory_order_release);
+  }
+
+ private:
+  std::atomic<bool> filled_{false};
+  std::mutex mutex_;
 };
 struct WeightPacks {
   PackedWeights pairs, pairs8, quads128, quads0;

@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <barrier>
+#include <thread>
+
 namespace npukit::device {
 namespace {
 
@@ -228,6 +231,62 @@ TEST(Conv, RewrittenWeightsAtTheSameAddressAreReadAgain) {
     }
 }
 
+// One conv program on its own board, run again by DWP packets: a START alone, or one that
+// rewrites bytes first.
+struct ConvBoard {
+  const isa::SaArch arch;
+  const ConvSpec spec;
+  ProgramBuilder b{arch};
+  std::uint32_t in_addr = 0, out_addr = 0, w_addr = 0;
+  std::uint64_t out_bytes = 0;
+  std::unique_ptr<Device> dev;
+
+  ConvBoard(const isa::SaArch& a, const ConvSpec& s) : arch(a), spec(s) {
+    const std::uint64_t dk = 32 / arch.n_sa;
+    const Bytes input = pack_activation(arch, spec.ic, spec.ih * spec.iw, spec.x);
+    in_addr = b.alloc(input.size());
+    out_bytes = up(spec.kn, arch.n_sa) * up(spec.out_pixels(), dk);
+    out_addr = b.alloc(out_bytes * 4);
+    const std::uint32_t acc_addr = b.alloc(out_bytes * 4 + 4096);
+    b.add_conv(spec, in_addr, out_addr, acc_addr);
+    b.finish();
+    w_addr = b.blobs[0].address;  // add_conv adds the weights first
+    dev = run_program(arch, b, in_addr, input);
+  }
+  const Bytes& blob() const { return b.blobs[0].data; }
+  std::vector<std::int32_t> output() const {
+    return unpack_activation(arch, spec.kn, spec.out_pixels(),
+                             dev->dram().read(out_addr, out_bytes * spec.op_width, "test"),
+                             spec.op_width);
+  }
+  void rerun(std::uint32_t addr = 0, const Bytes& bytes = {}) {
+    Bytes s;
+    if (!bytes.empty()) isa::append_dwp_packet(s, addr, bytes);
+    isa::append_dwp_start(s);
+    dev->receive_dwp(s);
+  }
+  // Changes the first non-zero weight by one: exactly one byte of the packed blob differs, and
+  // DWP packets carry whole 32-byte words, so the word around it is rewritten, the rest unchanged.
+  ConvSpec rewrite_one_weight() {
+    ConvSpec changed = spec;
+    std::size_t w = 0;
+    while (w < changed.w.size() && changed.w[w] == 0) ++w;
+    EXPECT_LT(w, changed.w.size());
+    if (w == changed.w.size()) return spec;
+    changed.w[w] = changed.w[w] == 127 ? -128 : static_cast<std::int8_t>(changed.w[w] + 1);
+    const Bytes new_blob = pack_conv_weights(arch, changed);
+    std::vector<std::size_t> diff;
+    for (std::size_t j = 0; j < new_blob.size(); ++j)
+      if (new_blob[j] != blob()[j]) diff.push_back(j);
+    EXPECT_EQ(diff.size(), 1u);
+    const std::size_t word = diff.empty() ? 0 : diff[0] / 32 * 32;
+    rerun(w_addr + static_cast<std::uint32_t>(word),
+          Bytes(new_blob.begin() + static_cast<std::ptrdiff_t>(word),
+                new_blob.begin() + static_cast<std::ptrdiff_t>(word + 32)));
+    return changed;
+  }
+};
+
 // The same board, run again after the host rewrote one weight byte through a DWP packet (the
 // transport path): the mapping kept from the first run must not be reused (Dram write tracking),
 // in every mode. Rewriting blob bytes with what they hold keeps the result right too.
@@ -237,51 +296,58 @@ TEST(Conv, OneWeightByteRewrittenOnTheSameBoardIsReadAgain) {
       Case c = conv_cases()[i];
       SCOPED_TRACE(std::string(c.name) + " on " + arch.str());
       fill_random(c.spec, 9000 + static_cast<unsigned>(i));
-      ProgramBuilder b{arch};
-      const std::uint64_t dk = 32 / arch.n_sa;
-      const Bytes input = pack_activation(arch, c.spec.ic, c.spec.ih * c.spec.iw, c.spec.x);
-      const std::uint32_t in_addr = b.alloc(input.size());
-      const std::uint64_t out_bytes = up(c.spec.kn, arch.n_sa) * up(c.spec.out_pixels(), dk);
-      const std::uint32_t out_addr = b.alloc(out_bytes * 4);
-      const std::uint32_t acc_addr = b.alloc(out_bytes * 4 + 4096);
-      b.add_conv(c.spec, in_addr, out_addr, acc_addr);
-      b.finish();
-      const std::uint32_t w_addr = b.blobs[0].address;  // add_conv adds the weights first
-      const Bytes blob = b.blobs[0].data;
-      auto dev = run_program(arch, b, in_addr, input);
-      auto output = [&] {
-        return unpack_activation(arch, c.spec.kn, c.spec.out_pixels(),
-                                 dev->dram().read(out_addr, out_bytes * c.spec.op_width, "test"),
-                                 c.spec.op_width);
-      };
-      ASSERT_EQ(output(), ref_conv(c.spec));
-      auto rerun = [&](std::uint32_t addr, const Bytes& bytes) {
-        Bytes s;
-        isa::append_dwp_packet(s, addr, bytes);
-        isa::append_dwp_start(s);
-        dev->receive_dwp(s);
-      };
+      ConvBoard board(arch, c.spec);
+      ASSERT_EQ(board.output(), ref_conv(c.spec));
       // The blob's first word rewritten with the bytes it holds: same result.
-      rerun(w_addr, Bytes(blob.begin(), blob.begin() + 32));
-      EXPECT_EQ(output(), ref_conv(c.spec)) << "after the same bytes were written again";
-      // One weight changed: exactly one byte of the packed blob differs.
-      ConvSpec changed = c.spec;
-      std::size_t w = 0;
-      while (w < changed.w.size() && changed.w[w] == 0) ++w;
-      ASSERT_LT(w, changed.w.size());
-      changed.w[w] = changed.w[w] == 127 ? -128 : static_cast<std::int8_t>(changed.w[w] + 1);
-      const Bytes new_blob = pack_conv_weights(arch, changed);
-      std::vector<std::size_t> diff;
-      for (std::size_t j = 0; j < new_blob.size(); ++j)
-        if (new_blob[j] != blob[j]) diff.push_back(j);
-      ASSERT_EQ(diff.size(), 1u);
-      // DWP packets carry whole 32-byte words: the word around the byte, the rest unchanged.
-      const std::size_t word = diff[0] / 32 * 32;
-      rerun(w_addr + static_cast<std::uint32_t>(word),
-            Bytes(new_blob.begin() + static_cast<std::ptrdiff_t>(word),
-                  new_blob.begin() + static_cast<std::ptrdiff_t>(word + 32)));
-      EXPECT_EQ(dev->stats().runs, 3u);
-      EXPECT_EQ(output(), ref_conv(changed)) << "after one weight byte was rewritten";
+      board.rerun(board.w_addr, Bytes(board.blob().begin(), board.blob().begin() + 32));
+      EXPECT_EQ(board.output(), ref_conv(c.spec)) << "after the same bytes were written again";
+      const ConvSpec changed = board.rewrite_one_weight();
+      EXPECT_EQ(board.dev->stats().runs, 3u);
+      EXPECT_EQ(board.output(), ref_conv(changed)) << "after one weight byte was rewritten";
+    }
+}
+
+// Parallel eval workers each run their own board; the mapped and packed weights are kept once
+// for the whole process (device/conv.cpp). Three boards run the same program at once, image after
+// image: every output is the plain loop's. Then board 1 rewrites one weight byte: it alone sees
+// the new weights, boards 0 and 2 keep the old ones, and a fresh board loading the old blob at
+// the same address gets the old weights too.
+TEST(Conv, BoardsOnThreadsShareKeptWeightsAndEachSeesItsOwnRewrite) {
+  for (const isa::SaArch& arch : kArchs)
+    for (std::size_t i = 0; i < conv_cases().size(); ++i) {
+      Case c = conv_cases()[i];
+      SCOPED_TRACE(std::string(c.name) + " on " + arch.str());
+      fill_random(c.spec, 11000 + static_cast<unsigned>(i));
+      const std::vector<std::int32_t> want = ref_conv(c.spec);
+      constexpr int kBoards = 3;
+      std::barrier sync(kBoards);
+      std::vector<std::vector<std::vector<std::int32_t>>> got(kBoards);
+      std::vector<std::int32_t> want_changed;
+      std::vector<std::thread> threads;
+      for (int t = 0; t < kBoards; ++t)
+        threads.emplace_back([&, t] {
+          auto board = std::make_unique<ConvBoard>(arch, c.spec);
+          got[t].push_back(board->output());
+          for (int image = 0; image < 2; ++image) {
+            board->rerun();
+            got[t].push_back(board->output());
+          }
+          sync.arrive_and_wait();
+          if (t == 1) want_changed = ref_conv(board->rewrite_one_weight());
+          if (t == 2) board = std::make_unique<ConvBoard>(arch, c.spec);
+          if (t == 0) board->rerun();
+          got[t].push_back(board->output());
+          sync.arrive_and_wait();
+          board->rerun();
+          got[t].push_back(board->output());
+        });
+      for (std::thread& th : threads) th.join();
+      for (int t = 0; t < kBoards; ++t) {
+        ASSERT_EQ(got[t].size(), 5u);
+        for (std::size_t run = 0; run < got[t].size(); ++run)
+          EXPECT_EQ(got[t][run], t == 1 && run >= 3 ? want_changed : want)
+              << "board " << t << " run " << run;
+      }
     }
 }
 

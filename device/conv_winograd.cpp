@@ -191,10 +191,10 @@ void dense_conv_winograd(const DenseConv& c, std::int32_t* acc, std::int32_t* sn
   // U, kept with the weights when the caller keeps packs.
   PackedWeights* kept = c.packs ? &c.packs->winograd : nullptr;
   std::vector<std::uint32_t>& u = kept ? kept->w : thread_buffer<std::uint32_t, WinogradUTag>();
-  if (!kept || !kept->ready) {
+  if (kept)
+    kept->fill_once([&] { winograd_weights(c, u); });
+  else
     winograd_weights(c, u);
-    if (kept) kept->ready = true;
-  }
 
   // Work units: bands of tile rows, each transforming its own inputs (so V stays in the cache:
   // the whole plane's V of a 64-channel 56x56 layer is 1.6 MB) and summing every output channel

@@ -235,7 +235,7 @@ TEST(ConvWinograd, KeptWeightTransformsGiveThePlainSumsOnNewInputs) {
       std::uniform_int_distribution<int> byte(-128, 127);
       for (auto& v : p.planes) v = static_cast<std::int8_t>(byte(rng));
       EXPECT_EQ(run_winograd(p.conv, kernels), plain(p.conv)) << name << " image " << image;
-      EXPECT_TRUE(packs.winograd.ready);
+      EXPECT_TRUE(packs.winograd.ready());
     }
   }
 }
