@@ -4,6 +4,7 @@
 #include "device/tanh_engine.h"
 
 #include <algorithm>
+#include <array>
 
 namespace npukit::device {
 
@@ -172,6 +173,106 @@ void require_int8_output(const LayerContext& ctx) {
 // ---------------------------------------------------------------------------------------------
 // The megablock
 
+namespace {
+
+void warn_wrapped(LayerContext& ctx, std::uint64_t wrapped) {
+  if (wrapped)
+    ctx.diag.warn(ctx.layer_number,
+                  fmt::format("{}: {} elements minus their zero point leave int8; the v1.0.0 RTL "
+                              "subtracts zero points in an 8-bit register and would wrap there, "
+                              "the model computes the exact difference",
+                              ctx.where(), wrapped));
+}
+
+// The words of an add / sub / mult whose whole pipeline is the same for every channel (issue 13):
+// byte i of the output region is a function of byte i of each operand alone, so the 9,8,8 layout
+// (8 channels x 4 pixels per word) is computed word by word straight from the operands' DRAM
+// pages into the output's, with no planar copies. Taken only when the tail has no bias, quantizes
+// (QuantEn, ActEn off / ReLU / Clip: quantize_span's arithmetic), has no global pool, the
+// OutputBlock writes OpWidth 1 to a 32-byte aligned address and passes the checks
+// write_activation_output makes, the output region is each operand's or apart from it, and the
+// AVX2 path may run; otherwise false, with nothing read or written. Padding bytes are written 0
+// and left out of `wrapped`, as the planar path does.
+bool eltwise_words(LayerContext& ctx, const EltwiseLaneParams& lane, const ActivationLayout& layout,
+                   std::uint64_t left_addr, std::uint64_t right_addr, const TailPipeline& tail,
+                   std::uint64_t& wrapped) {
+  const TailConfig& cfg = tail.config();
+  const int fp_cast = eltwise_fp_cast_shift(lane.type);
+  const int act = cfg.act_en ? cfg.act_type : -1;
+  if (layout.channel_group != 8 || layout.pixels_per_word != 4 || cfg.gbl_pool_en || cfg.bias_en ||
+      !cfg.quant_en || act > 1 || cfg.act_param < 0 || cfg.quant_shift < 0 ||
+      cfg.quant_shift + fp_cast > 62 ||
+      !cpu::path_allowed(cpu::resolve(Isa::kAuto, "eltwise words"), Isa::kAvx2))
+    return false;
+  const OutputConfig out = OutputConfig::from(ctx.require_output());
+  const std::uint64_t bytes = layout.bytes(), o = out.output_addr;
+  auto apart_or_same = [&](std::uint64_t in) {
+    return in == o || in + bytes <= o || o + bytes <= in;
+  };
+  if (out.op_width != 1 || out.flat || out.image_dim_output != layout.padded_pixels() ||
+      std::uint64_t{out.kernel_itr} * static_cast<std::uint64_t>(ctx.arch.n_sa) !=
+          layout.padded_channels() ||
+      o % kDramBeatBytes != 0 || o + bytes > ctx.dram.size() || !apart_or_same(left_addr) ||
+      !apart_or_same(right_addr))
+    return false;
+
+  const std::uint64_t group_words = layout.padded_pixels() / 4;
+  const std::uint64_t last_group = layout.padded_channels() / 8 - 1;
+  const std::uint64_t real_c = layout.channels % 8, real_p = layout.pixels % 4;
+  const bool padded = real_c != 0 || real_p != 0;
+  // n bytes (whole words) from byte `at` of the layout: a and b the operands', y the output's.
+  auto run = [&](std::uint64_t at, const std::uint8_t* a, const std::uint8_t* b, std::uint8_t* y,
+                 std::uint64_t n) {
+    constexpr std::uint64_t kChunk = 512;
+    alignas(32) std::int32_t lanes[kChunk], values[kChunk];
+    for (std::uint64_t i = 0; i < n; i += kChunk) {
+      const std::uint64_t m = std::min(kChunk, n - i);
+      const auto* sa = reinterpret_cast<const std::int8_t*>(a + i);
+      const auto* sb = reinterpret_cast<const std::int8_t*>(b + i);
+      wrapped += detail::eltwise_span_avx2(lane, sa, sb, lanes, m);
+      detail::quantize_span_avx2(lanes, values, m, 0, cfg.quant_scale, cfg.quant_shift, fp_cast,
+                                 act, cfg.act_param);
+      // The padding bytes: left out of `wrapped` (read before y is written: y may be a), then 0.
+      auto each_padding_byte = [&](auto f) {
+        for (std::uint64_t w = (at + i) / 32; w < (at + i + m) / 32; ++w) {
+          const bool pad_c = real_c != 0 && w / group_words == last_group;
+          const bool pad_p = real_p != 0 && w % group_words == group_words - 1;
+          if (pad_c || pad_p)
+            for (std::uint64_t k = 0; k < 32; ++k)
+              if ((pad_c && k / 4 >= real_c) || (pad_p && k % 4 >= real_p)) f(w * 32 - at + k);
+        }
+      };
+      if (padded)
+        each_padding_byte([&](std::uint64_t e) {
+          wrapped -= eltwise_zero_point_wraps(static_cast<std::int8_t>(a[e]), lane.a_zero) ||
+                     eltwise_zero_point_wraps(static_cast<std::int8_t>(b[e]), lane.b_zero);
+        });
+      detail::int8_values_to_bytes_avx2(values, y + i, m);
+      if (padded) each_padding_byte([&](std::uint64_t e) { y[e] = 0; });
+    }
+  };
+  // Addresses and pages are multiples of 32, so every page piece is whole words. A page never
+  // written reads as zeros. The output's page is taken for writing first: with the output on an
+  // operand, each chunk is read before it is written.
+  static constexpr std::array<std::uint8_t, Dram::kPageBytes> kZeros{};
+  Dram& dram = ctx.dram;
+  dram.write_pages(
+      o, bytes, "output write", [&](std::uint64_t done, std::uint8_t* y, std::uint64_t n) {
+        dram.read_pages(left_addr + done, n, "activation read",
+                        [&](std::uint64_t d2, const std::uint8_t* a, std::uint64_t n2) {
+                          dram.read_pages(
+                              right_addr + done + d2, n2, "activation read",
+                              [&](std::uint64_t d3, const std::uint8_t* b, std::uint64_t n3) {
+                                run(done + d2 + d3, a ? a + d3 : kZeros.data(),
+                                    b ? b : kZeros.data(), y + d2 + d3, n3);
+                              });
+                        });
+      });
+  return true;
+}
+
+}  // namespace
+
 BlockTiming run_eltwise(LayerContext& ctx) {
   const std::uint64_t type = ctx.mega.get(Field::EltWise_EltType);
   if (type > static_cast<std::uint64_t>(EltType::kTanh))
@@ -199,17 +300,11 @@ BlockTiming run_eltwise(LayerContext& ctx) {
   const std::uint64_t left_addr =
       check_input_region(ctx, Field::EltWise_LeftOperandStartAddress,
                          Field::EltWise_LeftOperandEndAddress, layout.bytes());
-  // Buffers kept between layers and images (no allocation once they have grown).
-  thread_local std::vector<std::int8_t> left, right;
-  thread_local std::vector<std::int32_t> lanes, out;
-  read_activation(ctx, Field::EltWise_LeftOperandStartAddress, left_addr, layout, left);
   // Sigmoid and tanh ignore the right operand; it is neither checked nor read.
-  if (!unary) {
-    const std::uint64_t right_addr =
-        check_input_region(ctx, Field::EltWise_RightOperandStartAddress,
-                           Field::EltWise_RightOperandEndAddress, layout.bytes());
-    read_activation(ctx, Field::EltWise_RightOperandStartAddress, right_addr, layout, right);
-  }
+  const std::uint64_t right_addr =
+      unary ? 0
+            : check_input_region(ctx, Field::EltWise_RightOperandStartAddress,
+                                 Field::EltWise_RightOperandEndAddress, layout.bytes());
 
   const TailPipeline tail(ctx, ic, eltwise_fp_cast_shift(lane.type));
   // With the tail's global average pool the OutputBlock sees a 1x1 image.
@@ -223,25 +318,30 @@ BlockTiming run_eltwise(LayerContext& ctx) {
   check_output_fits(
       ctx, out_layout.bytes() *
                std::max<std::uint64_t>(1, ctx.require_output().get(Field::OutputBlock_OpWidth)));
+  std::uint64_t wrapped = 0;
+  const std::uint64_t n_sa = static_cast<std::uint64_t>(ctx.arch.n_sa);
+  const std::uint64_t compute =
+      layout.bytes() / n_sa + kEltwisePipelineCycles + (unary ? kTanhPipelineCycles : 0);
+  if (!unary && eltwise_words(ctx, lane, layout, left_addr, right_addr, tail, wrapped)) {
+    warn_wrapped(ctx, wrapped);
+    return streaming_timing(compute, layout.bytes() * 2, layout.bytes());
+  }
+  // Buffers kept between layers and images (no allocation once they have grown).
+  thread_local std::vector<std::int8_t> left, right;
+  thread_local std::vector<std::int32_t> lanes, out;
+  read_activation(ctx, Field::EltWise_LeftOperandStartAddress, left_addr, layout, left);
+  if (!unary)
+    read_activation(ctx, Field::EltWise_RightOperandStartAddress, right_addr, layout, right);
   lanes.resize(pixels);
   out.resize(ic * out_pixels);
-  std::uint64_t wrapped = 0;
   for (std::uint64_t c = 0; c < ic; ++c) {
     wrapped += eltwise_span(lane, left.data() + c * pixels,
                             unary ? nullptr : right.data() + c * pixels, lanes.data(), pixels);
     tail.run_channel(c, lanes, std::span<std::int32_t>(out).subspan(c * out_pixels, out_pixels));
   }
-  if (wrapped)
-    ctx.diag.warn(ctx.layer_number,
-                  fmt::format("{}: {} elements minus their zero point leave int8; the v1.0.0 RTL "
-                              "subtracts zero points in an 8-bit register and would wrap there, "
-                              "the model computes the exact difference",
-                              ctx.where(), wrapped));
+  warn_wrapped(ctx, wrapped);
 
   const std::uint64_t written = write_activation_output(ctx, out_layout, out);
-  const std::uint64_t n_sa = static_cast<std::uint64_t>(ctx.arch.n_sa);
-  const std::uint64_t compute =
-      layout.bytes() / n_sa + kEltwisePipelineCycles + (unary ? kTanhPipelineCycles : 0);
   return streaming_timing(compute, layout.bytes() * (unary ? 1 : 2), written);
 }
 

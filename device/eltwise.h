@@ -50,7 +50,9 @@ std::uint64_t eltwise_span(const EltwiseLaneParams& p, const std::int8_t* a, con
 namespace detail {
 std::uint64_t eltwise_span_avx2(const EltwiseLaneParams& p, const std::int8_t* a,
                                 const std::int8_t* b, std::int32_t* out, std::uint64_t n);
-}
+// out[i] = the low byte of values[i], for values in [-128, 127] (the quantizer's output).
+void int8_values_to_bytes_avx2(const std::int32_t* values, std::uint8_t* out, std::uint64_t n);
+}  // namespace detail
 
 // Registers run_eltwise with the block registry (block.h).
 #define NPUKIT_DEVICE_RUN_ELTWISE 1

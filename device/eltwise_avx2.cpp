@@ -80,7 +80,27 @@ std::uint64_t eltwise_span_avx2(const EltwiseLaneParams& p, const std::int8_t* a
   return wrapped;
 }
 
+__attribute__((target("avx2"))) void int8_values_to_bytes_avx2(const std::int32_t* values,
+                                                               std::uint8_t* out, std::uint64_t n) {
+  // Saturating packs are exact on int8 values; they interleave the 128-bit halves, which the
+  // permute puts back in order.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  std::uint64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const auto* v = reinterpret_cast<const __m256i*>(values + i);
+    const __m256i lo = _mm256_packs_epi32(_mm256_loadu_si256(v), _mm256_loadu_si256(v + 1));
+    const __m256i hi = _mm256_packs_epi32(_mm256_loadu_si256(v + 2), _mm256_loadu_si256(v + 3));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        _mm256_permutevar8x32_epi32(_mm256_packs_epi16(lo, hi), order));
+  }
+  for (; i < n; ++i) out[i] = static_cast<std::uint8_t>(values[i]);
+}
+
 #else
+
+void int8_values_to_bytes_avx2(const std::int32_t*, std::uint8_t*, std::uint64_t) {
+  fail("int8_values_to_bytes: AVX2 on a CPU that is not x86");
+}
 
 std::uint64_t eltwise_span_avx2(const EltwiseLaneParams&, const std::int8_t*, const std::int8_t*,
                                 std::int32_t*, std::uint64_t) {
