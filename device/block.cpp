@@ -798,19 +798,12 @@ void tail_word_scalar(const TailWords& t, std::uint64_t c0, std::uint64_t cn, st
 }
 }  // namespace detail
 
-std::uint64_t TailPipeline::write_output(LayerContext& ctx, const ActivationLayout& layout,
-                                         const std::int32_t* acc,
-                                         const std::uint64_t* accumulant_addr, Isa isa) const {
-  if (cfg_.gbl_pool_en) fail("{}: internal error: write_output with a global pool", ctx.where());
-  const OutputConfig out = checked_output(ctx, layout);
-  const std::uint64_t width = static_cast<std::uint64_t>(out.op_width);
-  const std::uint64_t total = layout.bytes() * width;
+detail::TailWords TailPipeline::words(const ActivationLayout& layout, int width) const {
   detail::TailWords t;
   t.tail = this;
-  t.acc = acc;
   t.channels = layout.channels, t.pixels = layout.pixels, t.padded_pixels = layout.padded_pixels();
   t.channel_group = layout.channel_group, t.pixels_per_word = layout.pixels_per_word;
-  t.width = out.op_width;
+  t.width = width;
   t.bias = cfg_.bias_en ? bias_.data() : nullptr;
   const int act = !cfg_.act_en ? -1 : cfg_.act_type;
   if (cfg_.quant_en && act <= 1 && cfg_.act_param >= 0 && cfg_.quant_shift >= 0 &&
@@ -821,6 +814,18 @@ std::uint64_t TailPipeline::write_output(LayerContext& ctx, const ActivationLayo
   } else if (!cfg_.quant_en && act == -1 && width == 4) {
     t.kind = detail::TailWords::Kind::kBias;
   }
+  return t;
+}
+
+std::uint64_t TailPipeline::write_output(LayerContext& ctx, const ActivationLayout& layout,
+                                         const std::int32_t* acc,
+                                         const std::uint64_t* accumulant_addr, Isa isa) const {
+  if (cfg_.gbl_pool_en) fail("{}: internal error: write_output with a global pool", ctx.where());
+  const OutputConfig out = checked_output(ctx, layout);
+  const std::uint64_t width = static_cast<std::uint64_t>(out.op_width);
+  const std::uint64_t total = layout.bytes() * width;
+  detail::TailWords t = words(layout, out.op_width);
+  t.acc = acc;
   // The vector path: the 9,8,8 layout (a word is 8 channels x 4 pixels) with a vector kind.
   const bool avx2 = t.kind != detail::TailWords::Kind::kOther && t.channel_group == 8 &&
                     t.pixels_per_word == 4 &&
@@ -850,6 +855,63 @@ std::uint64_t TailPipeline::write_output(LayerContext& ctx, const ActivationLayo
                            });
               });
   return total;
+}
+
+TailPipeline::RowWriter TailPipeline::row_writer(LayerContext& ctx, const ActivationLayout& layout,
+                                                 const std::uint64_t* accumulant_addr,
+                                                 Isa isa) const {
+  RowWriter w;
+  if (cfg_.gbl_pool_en) return w;
+  const OutputConfig out = checked_output(ctx, layout);
+  w.words_ = words(layout, out.op_width);
+  w.bytes_ = layout.bytes() * static_cast<std::uint64_t>(out.op_width);
+  const std::uint64_t word_bytes = 32 * static_cast<std::uint64_t>(out.op_width);
+  if (w.words_.kind == detail::TailWords::Kind::kOther || layout.channel_group != 8 ||
+      layout.pixels_per_word != 4 || out.output_addr % word_bytes != 0 ||
+      (accumulant_addr && *accumulant_addr % 128 != 0) ||
+      !cpu::path_allowed(cpu::resolve(isa, "tail row_writer"), Isa::kAvx2))
+    return w;
+  // Page tables, one per region, kept per thread (no allocation per layer once grown).
+  thread_local std::vector<std::uint8_t*> out_pages;
+  thread_local std::vector<const std::uint8_t*> accumulant_pages;
+  static constexpr std::array<std::uint8_t, Dram::kPageBytes> kZeros{};
+  // Each page's base: the first piece starts `start` bytes into its page, the others at 0.
+  out_pages.clear();
+  w.out_start_ = out.output_addr % Dram::kPageBytes;
+  ctx.dram.write_pages(out.output_addr, w.bytes_, "output write",
+                       [&](std::uint64_t, std::uint8_t* data, std::uint64_t) {
+                         out_pages.push_back(out_pages.empty() ? data - w.out_start_ : data);
+                       });
+  w.out_pages_ = out_pages.data();
+  if (accumulant_addr) {
+    accumulant_pages.clear();
+    w.accumulant_start_ = *accumulant_addr % Dram::kPageBytes;
+    ctx.dram.read_pages(*accumulant_addr, layout.bytes() * 4, "accumulant read",
+                        [&](std::uint64_t, const std::uint8_t* data, std::uint64_t) {
+                          const bool first = accumulant_pages.empty();
+                          // A page never written reads as zeros.
+                          accumulant_pages.push_back(!data   ? kZeros.data()
+                                                     : first ? data - w.accumulant_start_
+                                                             : data);
+                        });
+    w.accumulant_pages_ = accumulant_pages.data();
+  }
+  w.ready_ = true;
+  return w;
+}
+
+void TailPipeline::RowWriter::write(const std::int32_t* y, std::uint64_t stride, std::uint64_t p0,
+                                    std::uint64_t n, std::uint64_t k0,
+                                    std::uint64_t k_count) const {
+  if (!ready_ || p0 % 4 || k0 % 8 || (n % 4 && p0 + n != words_.pixels) ||
+      (k_count % 8 && k0 + k_count != words_.channels) || p0 + n > words_.pixels ||
+      k0 + k_count > words_.channels)
+    fail(
+        "TailPipeline::RowWriter: pixels [{}, {}) channels [{}, {}) are not whole words of the "
+        "{}-pixel {}-channel output",
+        p0, p0 + n, k0, k0 + k_count, words_.pixels, words_.channels);
+  detail::tail_rows_avx2(words_, y, stride, p0, n, k0, k_count, out_pages_, out_start_,
+                         accumulant_pages_, accumulant_start_);
 }
 
 std::uint64_t write_flat_output(LayerContext& ctx, ByteSpan data) {

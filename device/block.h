@@ -252,6 +252,25 @@ struct TailConfig {
   static TailConfig from(const isa::Instruction* tail);  // nullptr: everything disabled
 };
 
+class TailPipeline;
+namespace detail {
+// TailPipeline::write_output's work on words [first, end) of the layout: `out` holds their bytes
+// (32 * width per word), `accumulants` (or null) their 128 bytes each of big-endian int32.
+struct TailWords {
+  const TailPipeline* tail = nullptr;
+  const std::int32_t* acc = nullptr;  // planar [channels][pixels]
+  std::uint64_t channels = 0, pixels = 0, padded_pixels = 0, channel_group = 8, pixels_per_word = 4;
+  int width = 1;  // OpWidth
+  // The cases with a vector path (chosen from the configuration once per layer): kQuantize is
+  // quantize_span's (QuantEn, ActEn off / ReLU / Clip, QuantShift + fp_cast <= 62), kBias the
+  // int32 pass-through with the bias add alone; kOther runs apply() value by value.
+  enum class Kind { kQuantize, kBias, kOther } kind = Kind::kOther;
+  const std::int32_t* bias = nullptr;  // per channel, null without BiasEn
+  std::int32_t scale = 0, clip = 0;
+  int shift = 0, fp_cast_shift = 0, act = -1;
+};
+}  // namespace detail
+
 class TailPipeline {
  public:
   // channels = real output channel count (bias entries read). fp_cast_shift: 0 for CONV/FC/...,
@@ -291,11 +310,47 @@ class TailPipeline {
                              const std::int32_t* acc, const std::uint64_t* accumulant_addr,
                              Isa isa = Isa::kAuto) const;
 
+  // The same write for a producer that hands its sums over as pixel rows, in pieces, from
+  // several threads: the CONV block's GEMM work units (conv_kernels::dense_conv_rows), whose rows
+  // hold 8-channel blocks of one pixel, the lanes of the tail's per-channel parameters (issue 13:
+  // no planar acc, no transpose). row_writer checks the OutputBlock as write_output does and
+  // resolves the output (and accumulant) DRAM pages once, on the calling thread (stamping every
+  // output page written, Dram::write_pages); ready() says whether the fused path covers the
+  // layer: the AVX2 level, the 9,8,8 layout, a vector tail kind (write_output's kQuantize, or
+  // kBias with OpWidth 4), and words that do not straddle pages (OutputAddr a multiple of 32 *
+  // OpWidth, AccumulantAddr of 128). When it is false nothing has been touched: use
+  // write_output. One writer per thread at a time (its page table is per-thread storage).
+  class RowWriter {
+   public:
+    bool ready() const { return ready_; }
+    // Writes every byte of the words of pixels [p0, p0 + n) and channels [k0, k0 + k_count):
+    // y[i * stride + k - k0] is the sum for pixel p0 + i and channel k. p0 must be a multiple of
+    // 4 and k0 of 8, and p0 + n and k0 + k_count multiples of 4 and 8 or the layout's ends, so
+    // the pieces of concurrent calls share no word. Returns nothing; the bytes total is
+    // bytes().
+    void write(const std::int32_t* y, std::uint64_t stride, std::uint64_t p0, std::uint64_t n,
+               std::uint64_t k0, std::uint64_t k_count) const;
+    std::uint64_t bytes() const { return bytes_; }
+
+   private:
+    friend class TailPipeline;
+    bool ready_ = false;
+    std::uint64_t bytes_ = 0;
+    detail::TailWords words_;
+    std::uint8_t* const* out_pages_ = nullptr;
+    const std::uint8_t* const* accumulant_pages_ = nullptr;
+    std::uint64_t out_start_ = 0, accumulant_start_ = 0;  // the regions' offsets in their page 0
+  };
+  RowWriter row_writer(LayerContext& ctx, const ActivationLayout& layout,
+                       const std::uint64_t* accumulant_addr, Isa isa = Isa::kAuto) const;
+
  private:
   // Bias, quantizer and activation of a whole channel (no global pool): out.size() == acc.size().
   void values(std::uint64_t channel, std::span<const std::int32_t> acc,
               std::span<std::int32_t> out) const;
   static std::vector<std::int32_t>& spare_bias();
+  // write_output's TailWords for a layout written with OpWidth `width` (kind, parameters).
+  detail::TailWords words(const ActivationLayout& layout, int width) const;
   TailConfig cfg_;
   int fp_cast_shift_;
   std::vector<std::int32_t> bias_;
@@ -323,21 +378,6 @@ void quantize_span_avx2(const std::int32_t* acc, std::int32_t* out, std::uint64_
                         int act, std::int32_t clip);
 void bias_span_avx2(const std::int32_t* acc, std::int32_t* out, std::uint64_t n, std::int32_t bias);
 
-// TailPipeline::write_output's work on words [first, end) of the layout: `out` holds their bytes
-// (32 * width per word), `accumulants` (or null) their 128 bytes each of big-endian int32.
-struct TailWords {
-  const TailPipeline* tail = nullptr;
-  const std::int32_t* acc = nullptr;  // planar [channels][pixels]
-  std::uint64_t channels = 0, pixels = 0, padded_pixels = 0, channel_group = 8, pixels_per_word = 4;
-  int width = 1;  // OpWidth
-  // The cases with a vector path (chosen from the configuration once per layer): kQuantize is
-  // quantize_span's (QuantEn, ActEn off / ReLU / Clip, QuantShift + fp_cast <= 62), kBias the
-  // int32 pass-through with the bias add alone; kOther runs apply() value by value.
-  enum class Kind { kQuantize, kBias, kOther } kind = Kind::kOther;
-  const std::int32_t* bias = nullptr;  // per channel, null without BiasEn
-  std::int32_t scale = 0, clip = 0;
-  int shift = 0, fp_cast_shift = 0, act = -1;
-};
 // One word (channels [c0, c0 + cn), pixels [p0, p0 + n)); padding bytes are left alone.
 void tail_word_scalar(const TailWords& t, std::uint64_t c0, std::uint64_t cn, std::uint64_t p0,
                       std::uint64_t n, std::uint8_t* out, const std::uint8_t* accumulants);
@@ -345,6 +385,14 @@ void tail_word_scalar(const TailWords& t, std::uint64_t c0, std::uint64_t cn, st
 // kBias: whole words 8 values at a time, the others through tail_word_scalar.
 void tail_words_avx2(const TailWords& t, std::uint64_t first, std::uint64_t end, std::uint8_t* out,
                      const std::uint8_t* accumulants);
+// TailPipeline::RowWriter::write's work at the AVX2 level (its contract): y rows of 8-channel
+// blocks to whole words, the word at byte offset o of the output region at out_pages[(out_start
+// + o) / Dram::kPageBytes] + (out_start + o) % Dram::kPageBytes, its accumulants likewise (null
+// accumulant_pages: none).
+void tail_rows_avx2(const TailWords& t, const std::int32_t* y, std::uint64_t stride,
+                    std::uint64_t p0, std::uint64_t n, std::uint64_t k0, std::uint64_t k_count,
+                    std::uint8_t* const* out_pages, std::uint64_t out_start,
+                    const std::uint8_t* const* accumulant_pages, std::uint64_t accumulant_start);
 }  // namespace detail
 
 // ---------------------------------------------------------------------------------------------

@@ -10,6 +10,9 @@
 // in 64 bits, then the lanes are put back together and ReLU / Clip applied in 32 bits.
 #include "device/block.h"
 
+#include <algorithm>
+#include <type_traits>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -160,6 +163,118 @@ __attribute__((target("avx2"))) void tail_words(const TailWords& t, std::uint64_
     if (++w == per_group) w = 0, c0 += 8;
   }
 }
+
+// The 4x4 int32 transpose in each 128-bit half: rows a, b, c, d become columns.
+__attribute__((target("avx2"))) inline void transpose4(__m256i& a, __m256i& b, __m256i& c,
+                                                       __m256i& d) {
+  const __m256i t0 = _mm256_unpacklo_epi32(a, b), t1 = _mm256_unpackhi_epi32(a, b);
+  const __m256i t2 = _mm256_unpacklo_epi32(c, d), t3 = _mm256_unpackhi_epi32(c, d);
+  a = _mm256_unpacklo_epi64(t0, t2), b = _mm256_unpackhi_epi64(t0, t2);
+  c = _mm256_unpacklo_epi64(t1, t3), d = _mm256_unpackhi_epi64(t1, t3);
+}
+
+// Words of whole 8-channel blocks from y rows (tail_rows_avx2). A word is 8 channels x 4 pixels;
+// its 4 pixel rows are 4 vectors of 8 channels, one lane per channel, so the bias and the
+// quantizer work on them as they are. The word's order is channel-major (element c * 4 + p):
+// OpWidth 1 packs the rows to bytes (p * 4 + c in each half) and one byte shuffle transposes
+// each half's 4x4, its accumulants (128 bytes: channel pairs, 4 pixels each) are brought to rows
+// by the 4x4 int32 transpose of each half plus a swap of halves; OpWidth 4 goes the other way,
+// the rows to channel pairs, and works there (the quantizer is the same in every lane).
+template <bool kQuant, int kAct>
+__attribute__((target("avx2"))) void tail_rows(
+    const TailWords& t, const std::int32_t* y, std::uint64_t stride, std::uint64_t p0,
+    std::uint64_t n, std::uint64_t k0, std::uint64_t k_count, std::uint8_t* const* out_pages,
+    std::uint64_t out_start, const std::uint8_t* const* accumulant_pages,
+    std::uint64_t accumulant_start) {
+  const Quantizer quant(t.scale, t.shift, t.fp_cast_shift, t.clip);
+  const __m256i bswap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, 3, 2,
+                                         1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
+  // Byte p * 4 + c of each half to c * 4 + p.
+  const __m256i bytes_t = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0,
+                                           4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const std::uint64_t per_group = t.padded_pixels / 4, width = t.width;
+  const std::uint64_t word_bytes = 32 * width;
+  auto page_at = [](auto* const* pages, std::uint64_t start, std::uint64_t offset) {
+    const std::uint64_t a = start + offset;
+    return pages[a / Dram::kPageBytes] + a % Dram::kPageBytes;
+  };
+  for (std::uint64_t g = 0; g * 8 < k_count; ++g) {
+    const std::uint64_t c0 = k0 + g * 8;
+    // Lanes of channels past the last are padding: 0 in the word.
+    const __m256i cn =
+        _mm256_set1_epi32(static_cast<std::int32_t>(std::min<std::uint64_t>(8, t.channels - c0)));
+    const __m256i valid = _mm256_cmpgt_epi32(cn, lane);
+    const __m256i bias =
+        t.bias ? _mm256_maskload_epi32(t.bias + c0, valid) : _mm256_setzero_si256();
+    // The same per channel pair (OpWidth 4's channel-major vectors): channels 2j, 2j + 1.
+    __m256i pair_ok[4];
+    for (int j = 0; j < 4; ++j)
+      pair_ok[j] = _mm256_cmpgt_epi32(cn, _mm256_setr_epi32(2 * j, 2 * j, 2 * j, 2 * j, 2 * j + 1,
+                                                            2 * j + 1, 2 * j + 1, 2 * j + 1));
+    const std::int32_t* yg = y + g * 8;
+    for (std::uint64_t i = 0; i < n; i += 4) {
+      const std::uint64_t word = c0 / 8 * per_group + (p0 + i) / 4;
+      const std::uint64_t rows = std::min<std::uint64_t>(4, n - i);  // the others are padding
+      __m256i r[4];
+      for (std::uint64_t j = 0; j < 4; ++j)
+        r[j] = j < rows
+                   ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(yg + (i + j) * stride))
+                   : _mm256_setzero_si256();
+      std::uint8_t* o = page_at(out_pages, out_start, word * word_bytes);
+      const std::uint8_t* a =
+          accumulant_pages ? page_at(accumulant_pages, accumulant_start, word * 128) : nullptr;
+      if (width == 4) {
+        // Channel-major first (the bias, a wrapping add, commutes with the accumulants'): halves
+        // (0 4) (1 5) (2 6) (3 7), then pairs (0 1) (2 3) (4 5) (6 7), each 4 pixels, which is
+        // the order of the word's 4 x 32 bytes and of its accumulants.
+        for (int j = 0; j < 4; ++j) r[j] = _mm256_add_epi32(r[j], bias);
+        transpose4(r[0], r[1], r[2], r[3]);
+        const __m256i v[4] = {_mm256_permute2x128_si256(r[0], r[1], 0x20),
+                              _mm256_permute2x128_si256(r[2], r[3], 0x20),
+                              _mm256_permute2x128_si256(r[0], r[1], 0x31),
+                              _mm256_permute2x128_si256(r[2], r[3], 0x31)};
+        const __m256i pixel_ok = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(rows)),
+                                                    _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3));
+        for (int j = 0; j < 4; ++j) {
+          __m256i x = v[j];
+          if (a)
+            x = _mm256_add_epi32(
+                x, _mm256_shuffle_epi8(
+                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + j * 32)), bswap));
+          if constexpr (kQuant) x = quant.template operator()<kAct>(x);
+          x = _mm256_and_si256(x, _mm256_and_si256(pixel_ok, pair_ok[j]));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + j * 32),
+                              _mm256_shuffle_epi8(x, bswap));
+        }
+        continue;
+      }
+      if (a) {
+        __m256i v[4];
+        for (int j = 0; j < 4; ++j)
+          v[j] = _mm256_shuffle_epi8(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + j * 32)), bswap);
+        // Channel pairs (0 1) (2 3) (4 5) (6 7) to halves (0 4) (1 5) (2 6) (3 7), then pixels.
+        __m256i c04 = _mm256_permute2x128_si256(v[0], v[2], 0x20);
+        __m256i c15 = _mm256_permute2x128_si256(v[0], v[2], 0x31);
+        __m256i c26 = _mm256_permute2x128_si256(v[1], v[3], 0x20);
+        __m256i c37 = _mm256_permute2x128_si256(v[1], v[3], 0x31);
+        transpose4(c04, c15, c26, c37);
+        r[0] = _mm256_add_epi32(r[0], c04), r[1] = _mm256_add_epi32(r[1], c15);
+        r[2] = _mm256_add_epi32(r[2], c26), r[3] = _mm256_add_epi32(r[3], c37);
+      }
+      for (std::uint64_t j = 0; j < 4; ++j) {
+        __m256i v = _mm256_add_epi32(r[j], bias);
+        if constexpr (kQuant) v = quant.template operator()<kAct>(v);
+        r[j] = j < rows ? _mm256_and_si256(v, valid) : _mm256_setzero_si256();
+      }
+      // int8 values (the quantizer clamped them, kBias is OpWidth 4): packs cannot saturate.
+      const __m256i p =
+          _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), _mm256_shuffle_epi8(p, bytes_t));
+    }
+  }
+}
 }  // namespace
 
 __attribute__((target("avx2"))) void tail_words_avx2(const TailWords& t, std::uint64_t first,
@@ -175,11 +290,39 @@ __attribute__((target("avx2"))) void tail_words_avx2(const TailWords& t, std::ui
   return tail_words<true, -1>(t, first, end, out, accumulants);
 }
 
+__attribute__((target("avx2"))) void tail_rows_avx2(
+    const TailWords& t, const std::int32_t* y, std::uint64_t stride, std::uint64_t p0,
+    std::uint64_t n, std::uint64_t k0, std::uint64_t k_count, std::uint8_t* const* out_pages,
+    std::uint64_t out_start, const std::uint8_t* const* accumulant_pages,
+    std::uint64_t accumulant_start) {
+  using Kind = TailWords::Kind;
+  if (t.channel_group != 8 || t.pixels_per_word != 4 || t.kind == Kind::kOther ||
+      (t.kind == Kind::kBias && t.width != 4))
+    fail("tail_rows_avx2: not a 9,8,8 layout with a vector tail");
+  auto run = [&](auto quant, auto act) {
+    tail_rows<decltype(quant)::value, decltype(act)::value>(
+        t, y, stride, p0, n, k0, k_count, out_pages, out_start, accumulant_pages, accumulant_start);
+  };
+  using Yes = std::true_type;
+  using No = std::false_type;
+  using None = std::integral_constant<int, -1>;
+  if (t.kind == Kind::kBias) return run(No{}, None{});
+  if (t.act == 0) return run(Yes{}, std::integral_constant<int, 0>{});
+  if (t.act == 1) return run(Yes{}, std::integral_constant<int, 1>{});
+  return run(Yes{}, None{});
+}
+
 #else
 
 void tail_words_avx2(const TailWords&, std::uint64_t, std::uint64_t, std::uint8_t*,
                      const std::uint8_t*) {
   fail("tail write_output: AVX2 on a CPU that is not x86");
+}
+
+void tail_rows_avx2(const TailWords&, const std::int32_t*, std::uint64_t, std::uint64_t,
+                    std::uint64_t, std::uint64_t, std::uint64_t, std::uint8_t* const*,
+                    std::uint64_t, const std::uint8_t* const*, std::uint64_t) {
+  fail("tail row_writer: AVX2 on a CPU that is not x86");
 }
 
 void quantize_span_avx2(const std::int32_t*, std::int32_t*, std::uint64_t, std::int32_t,

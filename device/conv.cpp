@@ -459,12 +459,15 @@ const MappedWeights& mapped_weights(const LayerContext& ctx, const ConvGeometry&
 // sums are equal (no order can overflow, see the top of this file). `partial` ([p * lanes + j],
 // or null) receives the sum over channel groups 0..citr-2 of output channel last_kern_first + j.
 // The input: the image's DRAM words when `words` is given and the kernels pack from them alone
-// (conv_kernels::reads_words), else the planes read_planes() returns.
+// (conv_kernels::reads_words), else the planes read_planes() returns. With a `writer`, the sums
+// go straight to it, tail and write-back included, when the kernels' level has that form
+// (conv_kernels::dense_conv_rows): returns whether they did (acc is then untouched).
 template <typename ReadPlanes>
-void conv_dense(const ConvGeometry& g, const Mapping& map, const MappedWeights& weights,
+bool conv_dense(const ConvGeometry& g, const Mapping& map, const MappedWeights& weights,
                 const conv_kernels::ImageWords* words, ReadPlanes&& read_planes,
                 std::uint64_t plane_count, std::int32_t* acc, std::int32_t* partial,
-                std::uint64_t lanes, std::uint64_t last_kern_first) {
+                std::uint64_t lanes, std::uint64_t last_kern_first,
+                const TailPipeline::RowWriter* writer) {
   // Summation order: the groups before the last (the snapshot), then the last, each padded with
   // a zero channel to an even length for the kernel's channel pairs.
   const std::int64_t last_group = static_cast<std::int64_t>(map.citr) - 1;
@@ -493,10 +496,18 @@ void conv_dense(const ConvGeometry& g, const Mapping& map, const MappedWeights& 
   const std::uint64_t pixels = g.oh * g.ow;
   std::int32_t* snapshot =
       partial ? reused_room<std::int32_t, SnapshotTag>((g.kn - last_kern_first) * pixels) : nullptr;
-  conv_kernels::dense_conv(dc, acc, snapshot);
+  const conv_kernels::RowSink sink{
+      [](const void* w, const std::int32_t* y, std::uint64_t stride, std::uint64_t p0,
+         std::uint64_t n, std::uint64_t k0, std::uint64_t k_count) {
+        static_cast<const TailPipeline::RowWriter*>(w)->write(y, stride, p0, n, k0, k_count);
+      },
+      writer};
+  const bool written = writer && conv_kernels::dense_conv_rows(dc, snapshot, sink);
+  if (!written) conv_kernels::dense_conv(dc, acc, snapshot);
   if (partial)
     for (std::uint64_t j = 0; j < g.kn - last_kern_first; ++j)
       for (std::uint64_t p = 0; p < pixels; ++p) partial[p * lanes + j] = snapshot[j * pixels + p];
+  return written;
 }
 
 void check_errata(const LayerContext& ctx, const ConvGeometry& g, const Mapping& map) {
@@ -645,11 +656,42 @@ BlockTiming run_conv(LayerContext& ctx) {
   std::vector<std::int32_t>& partial = reused<std::int32_t, PartialTag>();
   partial.assign(dram_partials ? lanes * out_pixels : 0, 0);
   const std::uint64_t last_kern_first = (map.kitr - 1) * map.kern_dim;
+  const std::uint64_t partial_region = std::uint64_t{out.image_dim_acc} * lanes * 4;
+  if (dram_partials)
+    ctx.check_dram_range(Field::OutputBlock_AccumulantAddr, out.accumulant_addr, partial_region);
+
+  // The tail and the write-back run in one pass from acc to the output bytes (issue 13), the
+  // accumulants read word by word beside them, unless a global pool needs every value first, or
+  // the accumulant region is written before the output (the DRAM partial sums) or overlaps it
+  // (then the accumulants are added here, before anything is written, as the adder does).
+  const TailConfig& tc = tail.config();
+  const std::uint64_t out_bytes =
+      acc_layout.bytes() * static_cast<std::uint64_t>(std::max(out.op_width, 1));
+  const bool accumulants_apart =
+      !dram_partials && (out.accumulant_addr >= out.output_addr + out_bytes ||
+                         out.output_addr >= out.accumulant_addr + acc_layout.bytes() * 4);
+  const bool one_pass = !tc.gbl_pool_en && (!out.accumulant_read_first || accumulants_apart);
+  // Dense modes with a one-pass tail: the conv's work units write the output words themselves,
+  // tail included (TailPipeline::RowWriter), where the kernels and the tail have that form. The
+  // output is then written before the partial sums (below), so their regions must not overlap.
+  const std::uint64_t final_pixels = tail.output_pixels(out_pixels);
+  const ActivationLayout out_layout = ActivationLayout::for_arch(arch, g.kn, final_pixels);
+  const bool partials_apart = !dram_partials ||
+                              out.accumulant_addr >= out.output_addr + out_bytes ||
+                              out.output_addr >= out.accumulant_addr + partial_region;
+  TailPipeline::RowWriter writer;
+  if (dense && one_pass && partials_apart && conv_kernels::has_dense_conv_rows()) {
+    const std::uint64_t accumulant_addr = out.accumulant_addr;
+    writer =
+        tail.row_writer(ctx, out_layout, out.accumulant_read_first ? &accumulant_addr : nullptr);
+  }
 
   std::uint64_t macs = 0;
+  bool written = false;
   if (dense)
-    conv_dense(g, map, weights, have_words ? &words : nullptr, read_planes, in_channels_padded, acc,
-               dram_partials ? partial.data() : nullptr, lanes, last_kern_first);
+    written = conv_dense(g, map, weights, have_words ? &words : nullptr, read_planes,
+                         in_channels_padded, acc, dram_partials ? partial.data() : nullptr, lanes,
+                         last_kern_first, writer.ready() ? &writer : nullptr);
   thread_local conv_kernels::PlaneSet reused_planes;  // reused, like the buffers above
   conv_kernels::PlaneSet& plane_set = reused_planes;  // what the parallel_for workers read
   if (lanes_path)
@@ -686,17 +728,6 @@ BlockTiming run_conv(LayerContext& ctx) {
   };
   if (per_connection)
     parallel_for(connections.size(), std::ref(connect));  // std::ref: no allocation
-  // The tail and the write-back run in one pass from acc to the output bytes (issue 13), the
-  // accumulants read word by word beside them, unless a global pool needs every value first, or
-  // the accumulant region is written before the output (the DRAM partial sums) or overlaps it
-  // (then the accumulants are added here, before anything is written, as the adder does).
-  const TailConfig& tc = tail.config();
-  const std::uint64_t out_bytes =
-      acc_layout.bytes() * static_cast<std::uint64_t>(std::max(out.op_width, 1));
-  const bool accumulants_apart =
-      !dram_partials && (out.accumulant_addr >= out.output_addr + out_bytes ||
-                         out.output_addr >= out.accumulant_addr + acc_layout.bytes() * 4);
-  const bool one_pass = !tc.gbl_pool_en && (!out.accumulant_read_first || accumulants_apart);
   if (out.accumulant_read_first && !one_pass)
     add_activation_int32(ctx, Field::OutputBlock_AccumulantAddr, out.accumulant_addr, acc_layout,
                          std::span<std::int32_t>(acc, g.kn * out_pixels));
@@ -706,15 +737,13 @@ BlockTiming run_conv(LayerContext& ctx) {
          g.kh * g.kw * out_pixels;
 
   if (dram_partials) {
-    const std::uint64_t region = std::uint64_t{out.image_dim_acc} * lanes * 4;
-    ctx.check_dram_range(Field::OutputBlock_AccumulantAddr, out.accumulant_addr, region);
+    const std::uint64_t region = partial_region;  // range checked above
     std::uint8_t* bytes = reused_room<std::uint8_t, RawTag>(region);
     const std::uint64_t sums = out_pixels * lanes;  // then zeros up to ImageDimAcc pixels
     for (std::uint64_t i = 0; i < sums; ++i)
       store_be32(bytes + i * 4, static_cast<std::uint32_t>(partial[i]));
     std::fill(bytes + sums * 4, bytes + region, std::uint8_t{0});
-    ctx.dram.write(out.accumulant_addr, ByteSpan(bytes, region),
-                   "partial-sum write");  // range checked above
+    ctx.dram.write(out.accumulant_addr, ByteSpan(bytes, region), "partial-sum write");
     // Each channel iteration but the last writes the region; each but the first reads it back.
     const std::uint64_t trips = map.kitr * (map.citr > 0 ? map.citr - 1 : 0);
     write_bytes += region * std::max<std::uint64_t>(trips, 1);
@@ -722,9 +751,15 @@ BlockTiming run_conv(LayerContext& ctx) {
   }
 
   // Tail pipeline and write-back.
-  const std::uint64_t final_pixels = tail.output_pixels(out_pixels);
-  const ActivationLayout out_layout = ActivationLayout::for_arch(arch, g.kn, final_pixels);
-  if (one_pass) {
+  fprintf(stderr,
+          "unfused layer %d: one_pass %d partials %d ready %d arf %d width %d quant %d act %d "
+          "gbl %d out %x acc %x kn %lu pix %lu\n",
+          ctx.layer_number, one_pass, dram_partials, writer.ready(), out.accumulant_read_first,
+          out.op_width, tc.quant_en, tc.act_en, tc.gbl_pool_en, out.output_addr,
+          out.accumulant_addr, g.kn, out_pixels);
+  if (written) {
+    write_bytes += writer.bytes();
+  } else if (one_pass) {
     const std::uint64_t accumulant_addr = out.accumulant_addr;
     write_bytes += tail.write_output(ctx, out_layout, acc,
                                      out.accumulant_read_first ? &accumulant_addr : nullptr);

@@ -574,7 +574,7 @@ namespace detail {
 // integers); pixel units outer, so a unit's inputs stay in the cache for its channel blocks.
 void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot,
                      GemmTiles quad_tiles, GemmTiles pair_tiles, LanesOut out,
-                     QuadInterleave interleave, WordRows rows) {
+                     QuadInterleave interleave, WordRows rows, const RowSink* sink) {
   check(c);
   const bool from_words = words_in_place(c);
   thread_local Packed packed_pairs;
@@ -633,7 +633,10 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
     } else {
       run(0, op.groups, false);
     }
-    out(y.data(), n, k_end - k0, acc + k0 * pixels + p0, pixels);
+    if (sink)
+      sink->fn(sink->ctx, y.data(), kGemmK, p0, n, k0, k_end - k0);
+    else
+      out(y.data(), n, k_end - k0, acc + k0 * pixels + p0, pixels);
   };
   parallel_for(p_units * k_units, std::ref(unit));
 }
@@ -680,6 +683,19 @@ void dense_conv(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot, I
         snapshot,
         [&](std::uint64_t kb, std::uint64_t begin, std::uint64_t end, bool accumulate,
             std::int32_t* y) { tiles_scalar(p, kb, begin, end, accumulate, y); });
+}
+
+bool has_dense_conv_rows(Isa isa) { return gemm_level(cpu::resolve(isa, "dense_conv")); }
+
+bool dense_conv_rows(const DenseConv& c, std::int32_t* snapshot, const RowSink& sink, Isa isa) {
+  if (!has_dense_conv_rows(isa)) return false;
+  // The GEMM form's work units: kGemmPixels (a multiple of 4) pixels from a multiple of it, and
+  // kGemmK (a multiple of 8) channels, which end at the last pixel or channel.
+  static_assert(detail::kGemmPixels % 4 == 0 && detail::kGemmK % 8 == 0);
+  detail::dense_conv_gemm(c, nullptr, snapshot, detail::gemm_quads_avx2, detail::gemm_pairs_avx2,
+                          detail::lanes_out_avx2, detail::interleave_quads_avx2,
+                          {detail::quad_row_avx2, detail::pair_row_avx2}, &sink);
+  return true;
 }
 
 void pack_planes(const std::int8_t* planes, std::uint64_t plane_count, std::uint64_t padded_h,

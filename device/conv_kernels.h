@@ -113,6 +113,24 @@ void dense_conv(const DenseConv& conv, std::int32_t* acc, std::int32_t* snapshot
 // or -1: a list of all channels in order, as a dense layer's usually is).
 bool reads_words(const DenseConv& conv, Isa isa = Isa::kAuto);
 
+// dense_conv's sums handed over as they are made instead of written to acc (issue 13: the
+// caller's tail writes them straight to the output words, device/block.h TailPipeline::
+// RowWriter): fn(ctx, y, p0, n, k0, k_count) for pieces of pixels [p0, p0 + n) and output
+// channels [k0, k0 + k_count), y[i * stride + k - k0] the sum of pixel p0 + i (row-major oh *
+// ow) and channel k; p0 is a multiple of 4 and k0 of 8, and each piece ends on a multiple of 4
+// pixels and 8 channels or at the last one. Calls come from parallel_for's workers, for
+// disjoint pieces. snapshot as dense_conv's. Returns false, having done nothing, at a level
+// without this form (scalar, the VNNI levels): then call dense_conv.
+struct RowSink {
+  void (*fn)(const void* ctx, const std::int32_t* y, std::uint64_t stride, std::uint64_t p0,
+             std::uint64_t n, std::uint64_t k0, std::uint64_t k_count) = nullptr;
+  const void* ctx = nullptr;
+};
+bool dense_conv_rows(const DenseConv& conv, std::int32_t* snapshot, const RowSink& sink,
+                     Isa isa = Isa::kAuto);
+// Whether dense_conv_rows runs at this level (without running anything).
+bool has_dense_conv_rows(Isa isa = Isa::kAuto);
+
 // One output channel's connection to one input plane (the depthwise modes): acc[p] += sum over
 // taps of taps[t] * input, for every output pixel p of the plane (oh * ow, row-major). Planes
 // are given as int16 phase planes built once per layer by pack_planes.
@@ -309,10 +327,12 @@ LanesOutFn lanes_out_scalar, lanes_out_avx2;
 // dense_conv in the GEMM form: on u8 quads with quad_tiles when it is given and every input is
 // 0..127 (checked by `interleave` while packing at stride 1, by inputs_nonnegative before it
 // otherwise), else on int16 pairs with pair_tiles; out transposes the results. When
-// words_in_place holds, the operands are packed (and checked) from conv.words by `rows`.
+// words_in_place holds, the operands are packed (and checked) from conv.words by `rows`. With a
+// `sink`, the y rows go to it instead of acc (dense_conv_rows; acc unused).
 void dense_conv_gemm(const DenseConv& conv, std::int32_t* acc, std::int32_t* snapshot,
                      GemmTiles quad_tiles, GemmTiles pair_tiles, LanesOut out,
-                     QuadInterleave interleave = interleave_quads_scalar, WordRows rows = {});
+                     QuadInterleave interleave = interleave_quads_scalar, WordRows rows = {},
+                     const RowSink* sink = nullptr);
 
 // dense_conv on the quad operands with the given tiles and bias (dense_conv calls it at the VNNI
 // levels; tests call it with quad_tiles_scalar, with bias 128 and 0).

@@ -1,5 +1,7 @@
 // CONV megablock and tail, run as whole programs through the device's byte interface and compared
 // with plain NCHW loops (device/test_programs.h) and hand-worked values.
+#include "common/parallel.h"
+#include "device/blocks_test_support.h"
 #include "device/device.h"
 #include "device/test_programs.h"
 #include "isa/dispatch.h"
@@ -23,21 +25,27 @@ struct RunResult {
   std::unique_ptr<Device> device;
 };
 
-// Builds a one-conv program, runs it, returns the unpacked output.
+// Builds a one-conv program, runs it, returns the unpacked output. Regions start at multiples
+// of `align` bytes.
 RunResult run_one_conv(const isa::SaArch& arch, ConvSpec s, std::uint32_t* acc_addr_out = nullptr,
-                       const std::vector<std::int32_t>* initial_acc = nullptr) {
+                       const std::vector<std::int32_t>* initial_acc = nullptr,
+                       std::uint32_t align = 32) {
   ProgramBuilder b{arch};
+  auto aligned = [&] {
+    b.next_addr = static_cast<std::uint32_t>(up(b.next_addr, align));
+    return &b;
+  };
   const std::uint64_t dk = 32 / arch.n_sa;
   const Bytes input = pack_activation(arch, s.ic, s.ih * s.iw, s.x);
-  const std::uint32_t in_addr = b.alloc(input.size());
+  const std::uint32_t in_addr = aligned()->alloc(input.size());
   const std::uint32_t out_bytes =
       static_cast<std::uint32_t>(up(s.kn, arch.n_sa) * up(s.out_pixels(), dk) * s.op_width);
-  const std::uint32_t out_addr = b.alloc(out_bytes);
+  const std::uint32_t out_addr = aligned()->alloc(out_bytes);
   const std::uint32_t acc_bytes =
       static_cast<std::uint32_t>(up(s.kn, arch.n_sa) * up(s.oh() * s.ow(), dk) * 4 + 4096);
-  std::uint32_t acc_addr = b.alloc(acc_bytes);
+  std::uint32_t acc_addr = aligned()->alloc(acc_bytes);
   if (initial_acc) {
-    acc_addr = b.add_blob(pack_activation(arch, s.kn, s.oh() * s.ow(), *initial_acc, 4));
+    acc_addr = aligned()->add_blob(pack_activation(arch, s.kn, s.oh() * s.ow(), *initial_acc, 4));
   }
   if (acc_addr_out) *acc_addr_out = acc_addr;
   b.add_conv(s, in_addr, out_addr, acc_addr);
@@ -471,6 +479,75 @@ TEST(Conv, KernelSplitWithRowSkipsEqualsTheFullKernel) {
                                        dev->dram().read(out_addr, out_bytes, "t"));
     EXPECT_EQ(got, ref_conv(full)) << arch.str();
   }
+}
+
+// The direct output (the GEMM work units write the output words through the tail themselves,
+// TailPipeline::RowWriter: 9,8,8 at the AVX2 level) and the planar path of every other level
+// against the plain NCHW loops, where units and words end early: pixels not a multiple of 4 or
+// 64, channels not of 8 or 64, 7x7, 14x14 and 56x56 (more pixels than the on-chip accumulator:
+// DRAM partial sums beside the direct output), every tail kind (int8 with ReLU / Clip / none,
+// int32 quantized and passed through, accumulants read first, LeakyReLU, which stays planar),
+// regions aligned for the direct path or not (OpWidth 4 then stays planar), 1, 2 and 3 threads.
+TEST(Conv, DirectOutputEqualsTheReferenceAtEveryLevelAndThreadCount) {
+  struct Shape {
+    const char* name;
+    int ic, ih, iw, kn, k, stride;
+    bool on_chip;
+  };
+  const Shape shapes[] = {{"7x7", 20, 7, 7, 70, 3, 1, true},
+                          {"14x14", 9, 14, 14, 13, 3, 1, true},
+                          {"56x56", 12, 56, 56, 64, 1, 1, false},
+                          {"5x7 stride 2", 5, 9, 13, 9, 3, 2, true},
+                          {"6x6 130 channels", 16, 6, 6, 130, 3, 1, true}};
+  struct Tail {
+    const char* name;
+    bool quant, act;
+    int act_type, width;
+    bool read_first;
+  };
+  const Tail tails[] = {{"relu", true, true, 0, 1, false},
+                        {"clip", true, true, 1, 1, false},
+                        {"none", true, false, 0, 1, false},
+                        {"int32 relu", true, true, 0, 4, false},
+                        {"int32 sums", false, false, 0, 4, false},
+                        {"accumulants", true, true, 0, 1, true},
+                        {"int32 accumulants", false, false, 0, 4, true},
+                        {"leaky", true, true, 2, 1, false}};
+  const std::vector<Isa> levels = blocks_testing::isa_paths();
+  std::uint32_t seed = 500;
+  for (const Shape& sh : shapes)
+    for (const Tail& t : tails) {
+      ConvSpec s;
+      s.ic = sh.ic, s.ih = sh.ih, s.iw = sh.iw, s.kn = sh.kn, s.kh = s.kw = sh.k;
+      s.stride = sh.stride, s.on_chip_acc = sh.on_chip;
+      s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = sh.k / 2;
+      s.quant_en = t.quant, s.quant_scale = 3, s.quant_shift = 10;
+      s.act_en = t.act, s.act_type = t.act_type, s.act_param = 6;
+      s.neg_alpha = 26, s.pos_alpha = 256;
+      s.op_width = t.width, s.read_first = t.read_first;
+      fill_random(s, ++seed);
+      std::vector<std::int32_t> init;
+      if (t.read_first) {
+        std::mt19937 rng(seed);
+        init.resize(static_cast<std::size_t>(s.kn) * s.oh() * s.ow());
+        for (std::int32_t& v : init)
+          v = t.quant ? static_cast<std::int32_t>(rng() % 200001) - 100000
+                      : static_cast<std::int32_t>(rng());
+      }
+      const std::vector<std::int32_t> want = ref_conv(s, t.read_first ? &init : nullptr);
+      for (const Isa level : levels) {
+        const cpu::ScopedIsa forced(level);
+        for (const unsigned threads : {1u, 2u, 3u})
+          for (const std::uint32_t align : {128u, 32u}) {
+            set_thread_count(threads);
+            const RunResult r =
+                run_one_conv(isa::kArch9x8x8, s, nullptr, t.read_first ? &init : nullptr, align);
+            set_thread_count(0);
+            EXPECT_EQ(r.out, want) << sh.name << " " << t.name << " " << cpu::name(level) << " "
+                                   << threads << " threads, regions aligned to " << align;
+          }
+      }
+    }
 }
 
 TEST(Conv, TallImageWarnsErratumButComputesTheIntendedResult) {

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/parallel.h"
+
 #include <algorithm>
 #include <limits>
 #include <random>
@@ -136,7 +138,6 @@ TEST(TailBiasSpan, EveryPathWrapsLikeThe32BitAdder) {
   }
 }
 
-
 // TailPipeline::write_output (the tail and the write-back in one pass) on every path the CPU
 // has, every array, against the per-value definition above placed with ActivationLayout::offset
 // (the 6.1 formula): quantized with no activation / ReLU / Clip (the vector kind), the int32
@@ -152,10 +153,10 @@ TEST(TailWriteOutput, EveryPathEqualsTheDefinition) {
     int act;  // -1 none, 0 ReLU, 1 Clip, 2 LeakyReLU
     std::uint64_t width;
   };
-  const Case cases[] = {{"quantize", true, -1, 1},       {"quantize relu", true, 0, 1},
-                        {"quantize clip", true, 1, 1},   {"quantize int32", true, 0, 4},
-                        {"leaky", true, 2, 1},           {"bias pass-through", false, -1, 4},
-                        {"relu on int32", false, 0, 4},  {"int32 low byte", false, -1, 1}};
+  const Case cases[] = {{"quantize", true, -1, 1},      {"quantize relu", true, 0, 1},
+                        {"quantize clip", true, 1, 1},  {"quantize int32", true, 0, 4},
+                        {"leaky", true, 2, 1},          {"bias pass-through", false, -1, 4},
+                        {"relu on int32", false, 0, 4}, {"int32 low byte", false, -1, 1}};
   const std::uint64_t channels = 13, oh = 3, ow = 345, pixels = oh * ow;
   std::mt19937 rng(13);
   for (const isa::SaArch& arch : isa::kSupportedArchs)
@@ -224,9 +225,9 @@ TEST(TailWriteOutput, EveryPathEqualsTheDefinition) {
           for (const Isa isa : blocks_testing::isa_paths()) {
             SCOPED_TRACE(fmt::format("path {}", cpu::name(isa)));
             dram.fill(addr, layout.bytes() * k.width, 0xAA, "old contents");
-            EXPECT_EQ(tail.write_output(ctx, layout, acc.data(), accumulants ? &acc_addr : nullptr,
-                                        isa),
-                      layout.bytes() * k.width);
+            EXPECT_EQ(
+                tail.write_output(ctx, layout, acc.data(), accumulants ? &acc_addr : nullptr, isa),
+                layout.bytes() * k.width);
             const Bytes raw = dram.read(addr, layout.bytes() * k.width, "check");
             for (std::uint64_t c = 0; c < layout.padded_channels(); ++c)
               for (std::uint64_t p = 0; p < layout.padded_pixels(); ++p) {
@@ -247,11 +248,154 @@ TEST(TailWriteOutput, EveryPathEqualsTheDefinition) {
                     want = std::clamp<std::int64_t>(y, -128, 127);
                   }
                 }
-                const std::uint32_t got =
-                    k.width == 1 ? raw[at] : load_be32(&raw[at * 4]);
+                const std::uint32_t got = k.width == 1 ? raw[at] : load_be32(&raw[at * 4]);
                 ASSERT_EQ(got, static_cast<std::uint32_t>(want) & (k.width == 1 ? 0xFFu : ~0u))
                     << "channel " << c << " pixel " << p;
               }
+          }
+        }
+}
+
+}  // namespace
+}  // namespace npukit::device
+
+namespace npukit::device {
+namespace {
+
+// TailPipeline::RowWriter (the tail and the write-back fed by the CONV block's work units, issue
+// 13) against the same per-value definition: pieces of up to 64 pixels x 64 channels given as
+// pixel rows (stride 64, channel-minor) from parallel_for at 1, 2 and 3 threads, as
+// dense_conv_rows hands them over, must give every byte of the 6.1 words, padding channels and
+// pixels 0, old bytes overwritten. The vector kinds (quantized with no activation / ReLU / Clip to
+// OpWidth 1 and 4, the int32 bias pass-through), with and without accumulants, random and extreme
+// sums (INT32 min/max), several shapes (pixels not a multiple of 4 or 64, channels not of 8 or
+// 64; 7x7, 14x14, 56x56), output regions across page boundaries. Where the writer does not apply
+// (a kind without a vector path, a misaligned address, the scalar level) ready() is false.
+TEST(TailRowWriter, EveryPieceEqualsTheDefinition) {
+  struct Case {
+    const char* name;
+    bool quant;
+    int act;  // -1 none, 0 ReLU, 1 Clip, 2 LeakyReLU (no vector path)
+    std::uint64_t width;
+  };
+  const Case cases[] = {{"quantize", true, -1, 1},           {"quantize relu", true, 0, 1},
+                        {"quantize clip", true, 1, 1},       {"quantize int32", true, 0, 4},
+                        {"bias pass-through", false, -1, 4}, {"leaky", true, 2, 1}};
+  struct Shape {
+    std::uint64_t channels, oh, ow;
+  };
+  const Shape shapes[] = {{13, 3, 345}, {70, 7, 7}, {64, 14, 14}, {9, 56, 56}, {130, 5, 7}};
+  const isa::SaArch arch = isa::kArch9x8x8;
+  std::mt19937 rng(17);
+  for (const Shape& shape : shapes)
+    for (const Case& k : cases)
+      for (const bool accumulants : {false, true})
+        for (const std::uint64_t misalign : {std::uint64_t{0}, std::uint64_t{32}}) {
+          const std::uint64_t channels = shape.channels, pixels = shape.oh * shape.ow;
+          const std::uint64_t addr = Dram::kPageBytes - 4096 + misalign;
+          SCOPED_TRACE(fmt::format("{} channels {} pixels {} accumulants {} addr 0x{:x}", k.name,
+                                   channels, pixels, accumulants, addr));
+          const ActivationLayout layout = ActivationLayout::for_arch(arch, channels, pixels);
+          const std::uint64_t out_bytes = layout.bytes() * k.width;
+          Dram dram(8u << 20);
+          // Sums: random, with the int32 ends sprinkled in.
+          const std::uint64_t n_units = (pixels + 63) / 64, k_units = (channels + 63) / 64;
+          std::vector<std::int32_t> acc(channels * pixels);
+          for (std::int32_t& v : acc) {
+            const std::uint32_t r = rng() % 16;
+            v = r == 0   ? kMin
+                : r == 1 ? kMax
+                         : static_cast<std::int32_t>(std::uniform_int_distribution<std::int64_t>(
+                               k.quant ? -300000 : kMin, k.quant ? 300000 : kMax)(rng));
+          }
+          const std::uint64_t acc_addr = 8 * Dram::kPageBytes + 128 * (rng() % 64);
+          std::vector<std::int32_t> accum(layout.bytes());
+          Bytes raw_accum(layout.bytes() * 4);
+          for (std::uint64_t i = 0; i < layout.bytes(); ++i) {
+            accum[i] = static_cast<std::int32_t>(0x7fff0000u + rng() % 0x20000u);
+            store_be32(&raw_accum[i * 4], static_cast<std::uint32_t>(accum[i]));
+          }
+          if (accumulants) dram.write(acc_addr, raw_accum, "accumulants");
+          std::vector<std::int32_t> bias(channels);
+          const std::uint64_t bias_addr = 16 * Dram::kPageBytes;
+          const std::uint64_t bias_bytes = ceil_mod(ceil_mod(channels, 8) * 4, 32);
+          Bytes raw_bias(bias_bytes, 0);
+          for (std::uint64_t c = 0; c < channels; ++c) {
+            bias[c] = static_cast<std::int32_t>(k.quant ? rng() % 20001 - 10000 : rng());
+            store_be32(&raw_bias[c * 4], static_cast<std::uint32_t>(bias[c]));
+          }
+          dram.write(bias_addr, raw_bias, "bias");
+          const std::int32_t scale = static_cast<std::int32_t>(rng() % 40001) - 20000;
+          const int shift = 20 + static_cast<int>(rng() % 5);
+          const std::int32_t clip = 100;
+          isa::Instruction output(isa::Opcode::OutputBlock);
+          output.set(isa::Field::OutputBlock_OutputAddr, addr)
+              .set(isa::Field::OutputBlock_AccumulantAddr, acc_addr)
+              .set(isa::Field::OutputBlock_AccumulantReadFirst, accumulants ? 1 : 0)
+              .set(isa::Field::OutputBlock_ChannelItr, 1)
+              .set(isa::Field::OutputBlock_KernelItr, layout.padded_channels() / 8)
+              .set(isa::Field::OutputBlock_ImageDimOutput, layout.padded_pixels())
+              .set(isa::Field::OutputBlock_ImageDimAcc, layout.padded_pixels())
+              .set(isa::Field::OutputBlock_OH, shape.oh)
+              .set(isa::Field::OutputBlock_OW, shape.ow)
+              .set(isa::Field::OutputBlock_OpWidth, k.width);
+          isa::Instruction tail_inst(isa::Opcode::TailBlock);
+          tail_inst.set(isa::Field::TailBlock_BiasEn, 1)
+              .set(isa::Field::TailBlock_BiasWidth, 32)
+              .set(isa::Field::TailBlock_BiasStartAddress, bias_addr)
+              .set(isa::Field::TailBlock_BiasEndAddress, bias_addr + bias_bytes)
+              .set(isa::Field::TailBlock_QuantEn, k.quant ? 1 : 0)
+              .set_signed(isa::Field::TailBlock_QuantScale, scale)
+              .set(isa::Field::TailBlock_QuantShift, shift)
+              .set(isa::Field::TailBlock_ActEn, k.act >= 0 ? 1 : 0)
+              .set(isa::Field::TailBlock_ActType, k.act >= 0 ? k.act : 0)
+              .set(isa::Field::TailBlock_ActParam, clip);
+          const isa::Instruction mega(isa::Opcode::CONV);
+          Diagnostics diag;
+          LayerContext ctx{arch, dram, mega, &output, &tail_inst, 1, diag, 1, 2, 3};
+          const TailPipeline tail(ctx, channels);
+          for (const Isa isa : blocks_testing::isa_paths()) {
+            const bool vector = k.act <= 1 && isa != Isa::kScalar;
+            const std::uint64_t acc_at = acc_addr;
+            const TailPipeline::RowWriter writer =
+                tail.row_writer(ctx, layout, accumulants ? &acc_at : nullptr, isa);
+            ASSERT_EQ(writer.ready(), vector && (k.width == 1 || misalign == 0))
+                << "path " << cpu::name(isa);
+            if (!writer.ready()) continue;
+            for (const unsigned threads : {1u, 2u, 3u}) {
+              SCOPED_TRACE(fmt::format("path {} threads {}", cpu::name(isa), threads));
+              dram.fill(addr, out_bytes, 0xAA, "old contents");
+              const TailPipeline::RowWriter w =
+                  tail.row_writer(ctx, layout, accumulants ? &acc_at : nullptr, isa);
+              set_thread_count(threads);
+              parallel_for(n_units * k_units, [&](std::uint64_t u) {
+                const std::uint64_t p0 = u / k_units * 64, k0 = u % k_units * 64;
+                const std::uint64_t n = std::min<std::uint64_t>(64, pixels - p0);
+                const std::uint64_t kc = std::min<std::uint64_t>(64, channels - k0);
+                // Rows as a unit holds them: lanes past the last channel hold junk.
+                std::vector<std::int32_t> y(64 * 64, 0x5a5a5a5a);
+                for (std::uint64_t i = 0; i < n; ++i)
+                  for (std::uint64_t c = 0; c < kc; ++c)
+                    y[i * 64 + c] = acc[(k0 + c) * pixels + p0 + i];
+                w.write(y.data(), 64, p0, n, k0, kc);
+              });
+              set_thread_count(0);
+              const Bytes raw = dram.read(addr, out_bytes, "check");
+              for (std::uint64_t c = 0; c < layout.padded_channels(); ++c)
+                for (std::uint64_t p = 0; p < layout.padded_pixels(); ++p) {
+                  const std::uint64_t at = layout.offset(c, p);
+                  std::int64_t want = 0;
+                  if (c < channels && p < pixels) {
+                    std::int32_t v = acc[c * pixels + p];
+                    if (accumulants) v = wrap_add(v, accum[at]);
+                    want = k.quant ? definition(v, bias[c], scale, shift, 0, k.act, clip)
+                                   : wrap_add(v, bias[c]);
+                  }
+                  const std::uint32_t got = k.width == 1 ? raw[at] : load_be32(&raw[at * 4]);
+                  ASSERT_EQ(got, static_cast<std::uint32_t>(want) & (k.width == 1 ? 0xFFu : ~0u))
+                      << "channel " << c << " pixel " << p;
+                }
+            }
           }
         }
 }
