@@ -751,12 +751,6 @@ BlockTiming run_conv(LayerContext& ctx) {
   }
 
   // Tail pipeline and write-back.
-  fprintf(stderr,
-          "unfused layer %d: one_pass %d partials %d ready %d arf %d width %d quant %d act %d "
-          "gbl %d out %x acc %x kn %lu pix %lu\n",
-          ctx.layer_number, one_pass, dram_partials, writer.ready(), out.accumulant_read_first,
-          out.op_width, tc.quant_en, tc.act_en, tc.gbl_pool_en, out.output_addr,
-          out.accumulant_addr, g.kn, out_pixels);
   if (written) {
     write_bytes += writer.bytes();
   } else if (one_pass) {

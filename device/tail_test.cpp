@@ -138,6 +138,78 @@ TEST(TailBiasSpan, EveryPathWrapsLikeThe32BitAdder) {
   }
 }
 
+// The OutputBlock and TailBlock of the write tests, and what they were given: int32 biases at
+// bias_addr, big-endian int32 accumulants near the wrap written at acc_addr (when `accumulants`),
+// a random scale and shift.
+struct TailSetup {
+  isa::Instruction output{isa::Opcode::OutputBlock}, tail{isa::Opcode::TailBlock};
+  std::vector<std::int32_t> accum, bias;
+  std::int32_t scale = 0;
+  int shift = 0;
+  static constexpr std::int32_t kClip = 100, kNegAlpha = 26, kPosAlpha = 256;
+};
+TailSetup tail_setup(Dram& dram, const isa::SaArch& arch, const ActivationLayout& layout,
+                     std::uint64_t oh, std::uint64_t ow, std::uint64_t width, bool quant, int act,
+                     std::uint64_t addr, bool accumulants, std::uint64_t acc_addr,
+                     std::uint64_t bias_addr, std::mt19937& rng) {
+  TailSetup t;
+  const std::uint64_t n_sa = static_cast<std::uint64_t>(arch.n_sa), channels = layout.channels;
+  t.accum.resize(layout.bytes());
+  Bytes raw_accum(layout.bytes() * 4);
+  for (std::uint64_t i = 0; i < layout.bytes(); ++i) {
+    t.accum[i] = static_cast<std::int32_t>(0x7fff0000u + rng() % 0x20000u);
+    store_be32(&raw_accum[i * 4], static_cast<std::uint32_t>(t.accum[i]));
+  }
+  if (accumulants) dram.write(acc_addr, raw_accum, "accumulants");
+  t.bias.resize(channels);
+  const std::uint64_t bias_bytes = ceil_mod(ceil_mod(channels, n_sa) * 4, 32);
+  Bytes raw_bias(bias_bytes, 0);
+  for (std::uint64_t c = 0; c < channels; ++c) {
+    t.bias[c] = static_cast<std::int32_t>(quant ? rng() % 20001 - 10000 : rng());
+    store_be32(&raw_bias[c * 4], static_cast<std::uint32_t>(t.bias[c]));
+  }
+  dram.write(bias_addr, raw_bias, "bias");
+  t.scale = static_cast<std::int32_t>(rng() % 40001) - 20000;
+  t.shift = 20 + static_cast<int>(rng() % 5);
+  t.output.set(isa::Field::OutputBlock_OutputAddr, addr)
+      .set(isa::Field::OutputBlock_AccumulantAddr, acc_addr)
+      .set(isa::Field::OutputBlock_AccumulantReadFirst, accumulants ? 1 : 0)
+      .set(isa::Field::OutputBlock_ChannelItr, 1)
+      .set(isa::Field::OutputBlock_KernelItr, layout.padded_channels() / n_sa)
+      .set(isa::Field::OutputBlock_ImageDimOutput, layout.padded_pixels())
+      .set(isa::Field::OutputBlock_ImageDimAcc, layout.padded_pixels())
+      .set(isa::Field::OutputBlock_OH, oh)
+      .set(isa::Field::OutputBlock_OW, ow)
+      .set(isa::Field::OutputBlock_OpWidth, width);
+  t.tail.set(isa::Field::TailBlock_BiasEn, 1)
+      .set(isa::Field::TailBlock_BiasWidth, 32)
+      .set(isa::Field::TailBlock_BiasStartAddress, bias_addr)
+      .set(isa::Field::TailBlock_BiasEndAddress, bias_addr + bias_bytes)
+      .set(isa::Field::TailBlock_QuantEn, quant ? 1 : 0)
+      .set_signed(isa::Field::TailBlock_QuantScale, t.scale)
+      .set(isa::Field::TailBlock_QuantShift, t.shift)
+      .set(isa::Field::TailBlock_ActEn, act >= 0 ? 1 : 0)
+      .set(isa::Field::TailBlock_ActType, act >= 0 ? act : 0)
+      .set(isa::Field::TailBlock_ActParam, TailSetup::kClip)
+      .set(isa::Field::TailBlock_NegAlpha, TailSetup::kNegAlpha)
+      .set(isa::Field::TailBlock_PosAlpha, TailSetup::kPosAlpha);
+  return t;
+}
+
+// Every byte of the output words in `raw`: want(c, p, element) for the real values, 0 for padding.
+template <typename Want>
+void expect_words(const Bytes& raw, const ActivationLayout& layout, std::uint64_t width,
+                  Want&& want) {
+  for (std::uint64_t c = 0; c < layout.padded_channels(); ++c)
+    for (std::uint64_t p = 0; p < layout.padded_pixels(); ++p) {
+      const std::uint64_t at = layout.offset(c, p);
+      const std::int64_t v = c < layout.channels && p < layout.pixels ? want(c, p, at) : 0;
+      const std::uint32_t got = width == 1 ? raw[at] : load_be32(&raw[at * 4]);
+      ASSERT_EQ(got, static_cast<std::uint32_t>(v) & (width == 1 ? 0xFFu : ~0u))
+          << "channel " << c << " pixel " << p;
+    }
+}
+
 // TailPipeline::write_output (the tail and the write-back in one pass) on every path the CPU
 // has, every array, against the per-value definition above placed with ActivationLayout::offset
 // (the 6.1 formula): quantized with no activation / ReLU / Clip (the vector kind), the int32
@@ -167,60 +239,23 @@ TEST(TailWriteOutput, EveryPathEqualsTheDefinition) {
           SCOPED_TRACE(fmt::format("{} {} accumulants {} addr 0x{:x}", arch.str(), k.name,
                                    accumulants, addr));
           const ActivationLayout layout = ActivationLayout::for_arch(arch, channels, pixels);
-          const std::uint64_t n_sa = static_cast<std::uint64_t>(arch.n_sa);
           Dram dram(1u << 20);
           dram.fill(addr, layout.bytes() * k.width, 0xAA, "old contents");
-          std::vector<std::int32_t> acc(channels * pixels), accum(layout.bytes());
+          std::vector<std::int32_t> acc(channels * pixels);
           for (std::int32_t& v : acc)
             v = static_cast<std::int32_t>(std::uniform_int_distribution<std::int64_t>(
                 k.quant ? -300000 : kMin, k.quant ? 300000 : kMax)(rng));
           const std::uint64_t acc_addr = 3 * Dram::kPageBytes + (addr % 64);
-          Bytes raw_accum(layout.bytes() * 4);
-          for (std::uint64_t i = 0; i < layout.bytes(); ++i) {
-            accum[i] = static_cast<std::int32_t>(0x7fff0000u + rng() % 0x20000u);
-            store_be32(&raw_accum[i * 4], static_cast<std::uint32_t>(accum[i]));
-          }
-          if (accumulants) dram.write(acc_addr, raw_accum, "accumulants");
-          std::vector<std::int32_t> bias(channels);
-          const std::uint64_t bias_addr = 6 * Dram::kPageBytes;
-          const std::uint64_t bias_bytes = ceil_mod(ceil_mod(channels, n_sa) * 4, 32);
-          Bytes raw_bias(bias_bytes, 0);
-          for (std::uint64_t c = 0; c < channels; ++c) {
-            bias[c] = static_cast<std::int32_t>(k.quant ? rng() % 20001 - 10000 : rng());
-            store_be32(&raw_bias[c * 4], static_cast<std::uint32_t>(bias[c]));
-          }
-          dram.write(bias_addr, raw_bias, "bias");
-          const std::int32_t scale = static_cast<std::int32_t>(rng() % 40001) - 20000;
-          const int shift = 20 + static_cast<int>(rng() % 5);
-          const std::int32_t clip = 100;
-          const std::int32_t neg_alpha = 26, pos_alpha = 256;
-          isa::Instruction output(isa::Opcode::OutputBlock);
-          output.set(isa::Field::OutputBlock_OutputAddr, addr)
-              .set(isa::Field::OutputBlock_AccumulantAddr, acc_addr)
-              .set(isa::Field::OutputBlock_AccumulantReadFirst, accumulants ? 1 : 0)
-              .set(isa::Field::OutputBlock_ChannelItr, 1)
-              .set(isa::Field::OutputBlock_KernelItr, layout.padded_channels() / n_sa)
-              .set(isa::Field::OutputBlock_ImageDimOutput, layout.padded_pixels())
-              .set(isa::Field::OutputBlock_ImageDimAcc, layout.padded_pixels())
-              .set(isa::Field::OutputBlock_OH, oh)
-              .set(isa::Field::OutputBlock_OW, ow)
-              .set(isa::Field::OutputBlock_OpWidth, k.width);
-          isa::Instruction tail_inst(isa::Opcode::TailBlock);
-          tail_inst.set(isa::Field::TailBlock_BiasEn, 1)
-              .set(isa::Field::TailBlock_BiasWidth, 32)
-              .set(isa::Field::TailBlock_BiasStartAddress, bias_addr)
-              .set(isa::Field::TailBlock_BiasEndAddress, bias_addr + bias_bytes)
-              .set(isa::Field::TailBlock_QuantEn, k.quant ? 1 : 0)
-              .set_signed(isa::Field::TailBlock_QuantScale, scale)
-              .set(isa::Field::TailBlock_QuantShift, shift)
-              .set(isa::Field::TailBlock_ActEn, k.act >= 0 ? 1 : 0)
-              .set(isa::Field::TailBlock_ActType, k.act >= 0 ? k.act : 0)
-              .set(isa::Field::TailBlock_ActParam, clip)
-              .set(isa::Field::TailBlock_NegAlpha, neg_alpha)
-              .set(isa::Field::TailBlock_PosAlpha, pos_alpha);
+          const TailSetup setup =
+              tail_setup(dram, arch, layout, oh, ow, k.width, k.quant, k.act, addr, accumulants,
+                         acc_addr, 6 * Dram::kPageBytes, rng);
+          const std::vector<std::int32_t>&accum = setup.accum, &bias = setup.bias;
+          const std::int32_t scale = setup.scale, clip = TailSetup::kClip;
+          const int shift = setup.shift;
+          const std::int32_t neg_alpha = TailSetup::kNegAlpha, pos_alpha = TailSetup::kPosAlpha;
           const isa::Instruction mega(isa::Opcode::CONV);
           Diagnostics diag;
-          LayerContext ctx{arch, dram, mega, &output, &tail_inst, 1, diag, 1, 2, 3};
+          LayerContext ctx{arch, dram, mega, &setup.output, &setup.tail, 1, diag, 1, 2, 3};
           const TailPipeline tail(ctx, channels);
           for (const Isa isa : blocks_testing::isa_paths()) {
             SCOPED_TRACE(fmt::format("path {}", cpu::name(isa)));
@@ -229,14 +264,12 @@ TEST(TailWriteOutput, EveryPathEqualsTheDefinition) {
                 tail.write_output(ctx, layout, acc.data(), accumulants ? &acc_addr : nullptr, isa),
                 layout.bytes() * k.width);
             const Bytes raw = dram.read(addr, layout.bytes() * k.width, "check");
-            for (std::uint64_t c = 0; c < layout.padded_channels(); ++c)
-              for (std::uint64_t p = 0; p < layout.padded_pixels(); ++p) {
-                const std::uint64_t at = layout.offset(c, p);
-                std::int64_t want = 0;
-                if (c < channels && p < pixels) {
+            expect_words(
+                raw, layout, k.width, [&](std::uint64_t c, std::uint64_t p, std::uint64_t at) {
                   std::int32_t v = acc[c * pixels + p];
                   if (accumulants) v = wrap_add(v, accum[at]);
                   const int plain_act = k.act <= 1 ? k.act : -1;
+                  std::int64_t want = 0;
                   if (k.quant) {
                     want = definition(v, bias[c], scale, shift, 0, plain_act, clip);
                   } else {
@@ -247,11 +280,8 @@ TEST(TailWriteOutput, EveryPathEqualsTheDefinition) {
                     const std::int64_t y = ((want < 0 ? neg_alpha : pos_alpha) * want) >> 8;
                     want = std::clamp<std::int64_t>(y, -128, 127);
                   }
-                }
-                const std::uint32_t got = k.width == 1 ? raw[at] : load_be32(&raw[at * 4]);
-                ASSERT_EQ(got, static_cast<std::uint32_t>(want) & (k.width == 1 ? 0xFFu : ~0u))
-                    << "channel " << c << " pixel " << p;
-              }
+                  return want;
+                });
           }
         }
 }
@@ -309,50 +339,12 @@ TEST(TailRowWriter, EveryPieceEqualsTheDefinition) {
                                k.quant ? -300000 : kMin, k.quant ? 300000 : kMax)(rng));
           }
           const std::uint64_t acc_addr = 8 * Dram::kPageBytes + 128 * (rng() % 64);
-          std::vector<std::int32_t> accum(layout.bytes());
-          Bytes raw_accum(layout.bytes() * 4);
-          for (std::uint64_t i = 0; i < layout.bytes(); ++i) {
-            accum[i] = static_cast<std::int32_t>(0x7fff0000u + rng() % 0x20000u);
-            store_be32(&raw_accum[i * 4], static_cast<std::uint32_t>(accum[i]));
-          }
-          if (accumulants) dram.write(acc_addr, raw_accum, "accumulants");
-          std::vector<std::int32_t> bias(channels);
-          const std::uint64_t bias_addr = 16 * Dram::kPageBytes;
-          const std::uint64_t bias_bytes = ceil_mod(ceil_mod(channels, 8) * 4, 32);
-          Bytes raw_bias(bias_bytes, 0);
-          for (std::uint64_t c = 0; c < channels; ++c) {
-            bias[c] = static_cast<std::int32_t>(k.quant ? rng() % 20001 - 10000 : rng());
-            store_be32(&raw_bias[c * 4], static_cast<std::uint32_t>(bias[c]));
-          }
-          dram.write(bias_addr, raw_bias, "bias");
-          const std::int32_t scale = static_cast<std::int32_t>(rng() % 40001) - 20000;
-          const int shift = 20 + static_cast<int>(rng() % 5);
-          const std::int32_t clip = 100;
-          isa::Instruction output(isa::Opcode::OutputBlock);
-          output.set(isa::Field::OutputBlock_OutputAddr, addr)
-              .set(isa::Field::OutputBlock_AccumulantAddr, acc_addr)
-              .set(isa::Field::OutputBlock_AccumulantReadFirst, accumulants ? 1 : 0)
-              .set(isa::Field::OutputBlock_ChannelItr, 1)
-              .set(isa::Field::OutputBlock_KernelItr, layout.padded_channels() / 8)
-              .set(isa::Field::OutputBlock_ImageDimOutput, layout.padded_pixels())
-              .set(isa::Field::OutputBlock_ImageDimAcc, layout.padded_pixels())
-              .set(isa::Field::OutputBlock_OH, shape.oh)
-              .set(isa::Field::OutputBlock_OW, shape.ow)
-              .set(isa::Field::OutputBlock_OpWidth, k.width);
-          isa::Instruction tail_inst(isa::Opcode::TailBlock);
-          tail_inst.set(isa::Field::TailBlock_BiasEn, 1)
-              .set(isa::Field::TailBlock_BiasWidth, 32)
-              .set(isa::Field::TailBlock_BiasStartAddress, bias_addr)
-              .set(isa::Field::TailBlock_BiasEndAddress, bias_addr + bias_bytes)
-              .set(isa::Field::TailBlock_QuantEn, k.quant ? 1 : 0)
-              .set_signed(isa::Field::TailBlock_QuantScale, scale)
-              .set(isa::Field::TailBlock_QuantShift, shift)
-              .set(isa::Field::TailBlock_ActEn, k.act >= 0 ? 1 : 0)
-              .set(isa::Field::TailBlock_ActType, k.act >= 0 ? k.act : 0)
-              .set(isa::Field::TailBlock_ActParam, clip);
+          const TailSetup setup =
+              tail_setup(dram, arch, layout, shape.oh, shape.ow, k.width, k.quant, k.act, addr,
+                         accumulants, acc_addr, 16 * Dram::kPageBytes, rng);
           const isa::Instruction mega(isa::Opcode::CONV);
           Diagnostics diag;
-          LayerContext ctx{arch, dram, mega, &output, &tail_inst, 1, diag, 1, 2, 3};
+          LayerContext ctx{arch, dram, mega, &setup.output, &setup.tail, 1, diag, 1, 2, 3};
           const TailPipeline tail(ctx, channels);
           for (const Isa isa : blocks_testing::isa_paths()) {
             const bool vector = k.act <= 1 && isa != Isa::kScalar;
@@ -381,20 +373,14 @@ TEST(TailRowWriter, EveryPieceEqualsTheDefinition) {
               });
               set_thread_count(0);
               const Bytes raw = dram.read(addr, out_bytes, "check");
-              for (std::uint64_t c = 0; c < layout.padded_channels(); ++c)
-                for (std::uint64_t p = 0; p < layout.padded_pixels(); ++p) {
-                  const std::uint64_t at = layout.offset(c, p);
-                  std::int64_t want = 0;
-                  if (c < channels && p < pixels) {
-                    std::int32_t v = acc[c * pixels + p];
-                    if (accumulants) v = wrap_add(v, accum[at]);
-                    want = k.quant ? definition(v, bias[c], scale, shift, 0, k.act, clip)
-                                   : wrap_add(v, bias[c]);
-                  }
-                  const std::uint32_t got = k.width == 1 ? raw[at] : load_be32(&raw[at * 4]);
-                  ASSERT_EQ(got, static_cast<std::uint32_t>(want) & (k.width == 1 ? 0xFFu : ~0u))
-                      << "channel " << c << " pixel " << p;
-                }
+              expect_words(raw, layout, k.width,
+                           [&](std::uint64_t c, std::uint64_t p, std::uint64_t at) {
+                             std::int32_t v = acc[c * pixels + p];
+                             if (accumulants) v = wrap_add(v, setup.accum[at]);
+                             return k.quant ? definition(v, setup.bias[c], setup.scale, setup.shift,
+                                                         0, k.act, TailSetup::kClip)
+                                            : wrap_add(v, setup.bias[c]);
+                           });
             }
           }
         }
