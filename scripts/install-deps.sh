@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libonnx-dev libprotobuf-dev protobuf-compiler
-  nlohmann-json3-dev libfmt-dev libcli11-dev libdnnl-dev
+  nlohmann-json3-dev libfmt-dev libcli11-dev libdnnl-dev ocl-icd-opencl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev
   libonnx-testdata python3
