@@ -1,65 +1,20 @@
 // Per-image allocation of the device model (issue 13): a second run of the same program on the
 // same Device must reuse the host memory of the first (DRAM pages, per-layer scratch) and give
 // bit-identical results to a fresh Device. Counted with a replacement of the global operator new
-// in this test binary (counting only while a test asks for it).
+// in this test binary (common/test_support/alloc_counter.h).
 #include "common/parallel.h"
+#include "common/test_support/alloc_counter.h"
 #include "device/device.h"
 #include "device/test_programs.h"
 
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
-
-namespace {
-std::atomic<bool> g_counting{false};
-std::atomic<std::uint64_t> g_bytes{0}, g_calls{0};
-void* counted_alloc(std::size_t n) {
-  if (g_counting.load(std::memory_order_relaxed)) {
-    g_bytes += n;
-    ++g_calls;
-  }
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-}  // namespace
-
-void* operator new(std::size_t n) { return counted_alloc(n); }
-void* operator new[](std::size_t n) { return counted_alloc(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-// The nothrow forms too: under AddressSanitizer the runtime's own nothrow new would otherwise pair
-// with the free() above and be reported as an allocation/deallocation mismatch.
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return counted_alloc(n);
-  } catch (const std::bad_alloc&) {
-    return nullptr;
-  }
-}
-void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
-
 namespace npukit::device {
 namespace {
 using namespace testing;
 
-struct Counted {
-  std::uint64_t bytes = 0, calls = 0;
-};
-
-template <class F>
-Counted count_allocations(F&& f) {
-  g_bytes = 0, g_calls = 0;
-  g_counting = true;
-  f();
-  g_counting = false;
-  return {g_bytes.load(), g_calls.load()};
-}
+using test_support::count_allocations;
+using Counted = test_support::AllocationCount;
 
 // A two-layer program (CONV then CONV on its output), input and weights from `seed`.
 Bytes two_layer_program(std::uint32_t seed, ConvSpec* first = nullptr,

@@ -6,46 +6,10 @@
 #include "common/error.h"
 #include "ir/tensor_util.h"
 #include "ref/float_conv.h"
+#include "common/test_support/alloc_counter.h"
 
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
-#include <new>
-
-// Counts allocations of at least 16 KiB while `npukit_count_big` is set: tensor storage in the
-// buffer-reuse test below (the executor's bookkeeping, names and maps, is far smaller).
-namespace {
-std::atomic<bool> npukit_count_big{false};
-std::atomic<int> npukit_big_allocations{0};
-}  // namespace
-
-void* operator new(std::size_t n) {
-  if (n >= (16u << 10) && npukit_count_big.load(std::memory_order_relaxed))
-    npukit_big_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) { return operator new(n); }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"  // this operator new is std::malloc
-#endif
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-// The nothrow forms too (std::stable_sort's temporary buffer uses them): under AddressSanitizer
-// the runtime's own nothrow new would otherwise pair with the free() above and be reported as an
-// allocation/deallocation mismatch (device/alloc_test.cpp replaces them for the same reason).
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return std::malloc(n ? n : 1); }
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
-  return std::malloc(n ? n : 1);
-}
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 
 namespace npukit::ref {
 namespace {
@@ -276,15 +240,15 @@ TEST(Executor, RunBuffersAllocateNoTensorStorageAfterTheFirstRun) {
     for (std::int64_t i = 0; i < n; ++i) xs[i] = std::sin(0.37f * i + run) * 9.f;
     const ir::Tensor x = ir::make_tensor<float>({1, n}, xs, "x");
     const TensorMap plain = run_graph(g, {{"x", x}});
-    npukit_big_allocations = 0;
-    npukit_count_big = true;
-    run_graph(g, TensorRefs{{"x", &x}}, options, outputs);
-    npukit_count_big = false;
+    // Allocations of at least 16 KiB: tensor storage (the executor's bookkeeping, names and
+    // maps, is far smaller).
+    const test_support::AllocationCount count = test_support::count_allocations(
+        [&] { run_graph(g, TensorRefs{{"x", &x}}, options, outputs); }, 16u << 10);
     if (run == 0) {
-      EXPECT_GE(npukit_big_allocations.load(), 2);  // q and y, the first time
+      EXPECT_GE(count.big, 2u);  // q and y, the first time
       first_storage = outputs.at("y").data.data();
     } else {
-      EXPECT_EQ(npukit_big_allocations.load(), 0) << "run " << run;
+      EXPECT_EQ(count.big, 0u) << "run " << run;
       EXPECT_EQ(outputs.at("y").data.data(), first_storage);
     }
     const ir::Tensor& y = outputs.at("y");
