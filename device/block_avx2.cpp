@@ -6,11 +6,12 @@
 // h1 = s ? 2^(s-1) : 0, h2 = f ? 2^(f-1) : 0. AVX2 has no 64-bit arithmetic shift, so the shift
 // by T = s + f adds 2^62 first, shifts logically and subtracts 2^(62 - T): exact while the sum
 // stays in [0, 2^63), which holds for T <= 62 (p + 2^62 >= 2^62 - 2^46, and h1 + h2 * 2^s <=
-// 2^(T-1) + 2^(T-2) <= 2^61 + 2^60 when f > 0, h1 <= 2^61 when f = 0). The clamp to int8 happens
-// in 64 bits, then the lanes are put back together and ReLU / Clip applied in 32 bits.
+// 2^(T-1) + 2^(T-2) <= 2^61 + 2^60 when f > 0, h1 <= 2^61 when f = 0). The clamp to int8 is
+// done on the input instead (Quantizer), so the lanes need no 64-bit compares.
 #include "device/block.h"
 
 #include <algorithm>
+#include <limits>
 #include <type_traits>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -22,39 +23,72 @@ namespace npukit::device::detail {
 #if defined(__x86_64__) || defined(__i386__)
 
 namespace {
-// Rounding shift and int8 clamp of 4 64-bit products.
-__attribute__((target("avx2"))) inline __m256i lanes(__m256i p, __m256i add, __m256i sub,
-                                                     __m128i count, __m256i lo, __m256i hi) {
-  p = _mm256_sub_epi64(_mm256_srl_epi64(_mm256_add_epi64(p, add), count), sub);
-  p = _mm256_blendv_epi8(p, lo, _mm256_cmpgt_epi64(lo, p));
-  return _mm256_blendv_epi8(p, hi, _mm256_cmpgt_epi64(p, hi));
+// Rounding shift of 4 64-bit products (the low 32 bits of each lane hold the result when it fits
+// in int32).
+__attribute__((target("avx2"))) inline __m256i shift_lanes(__m256i p, __m256i add, __m256i sub,
+                                                           __m128i count) {
+  return _mm256_sub_epi64(_mm256_srl_epi64(_mm256_add_epi64(p, add), count), sub);
 }
 
+__int128 floor_div(__int128 a, __int128 b) {  // b > 0
+  const __int128 q = a / b;
+  return q - ((a % b != 0) && (a < 0) ? 1 : 0);
+}
+__int128 ceil_div(__int128 a, __int128 b) { return -floor_div(-a, b); }  // b > 0
+
 // The quantizer (rounding shift, int8 clamp) and activation of 8 int32 values, bias added.
+// The clamp to int8 happens before the product, on v in 32 bits: q(v) = floor((v * scale + h) /
+// 2^T) is monotone in v, so v is first clamped to [v_low, v_high], the last value whose q clamps
+// to one int8 end and the first whose q clamps to the other (found exactly below); outside that
+// range the clamped result is the end's, inside it |q| <= 128 + 2^15 fits the lanes' low 32 bits,
+// so the 64-bit lanes need no compares and the int8 clamp and ReLU / Clip are one 32-bit max and
+// min.
 struct Quantizer {
-  __m256i vscale, add, sub, lo, hi, zero, vclip;
+  __m256i vscale, add, sub, v_low, v_high, out_low, out_high_none, out_high_clip;
   __m128i count;
   __attribute__((target("avx2")))
   Quantizer(std::int32_t scale, int shift, int fp_cast_shift, std::int32_t clip) {
     const int total = shift + fp_cast_shift;
     const std::int64_t h1 = shift > 0 ? std::int64_t{1} << (shift - 1) : 0;
     const std::int64_t h2 = fp_cast_shift > 0 ? std::int64_t{1} << (fp_cast_shift - 1) : 0;
+    const std::int64_t h = h1 + (h2 << shift);
     vscale = _mm256_set1_epi32(scale);
-    add = _mm256_set1_epi64x(h1 + (h2 << shift) + (std::int64_t{1} << 62));
+    add = _mm256_set1_epi64x(h + (std::int64_t{1} << 62));
     sub = _mm256_set1_epi64x(std::int64_t{1} << (62 - total));
     count = _mm_cvtsi32_si128(total);
-    lo = _mm256_set1_epi64x(-128), hi = _mm256_set1_epi64x(127);
-    zero = _mm256_setzero_si256(), vclip = _mm256_set1_epi32(clip);
+    // q(v) <= -128 <=> v * scale + h <= -127 * 2^T - 1;  q(v) >= 127 <=> v * scale + h >= 127 *
+    // 2^T.
+    const __int128 unit = static_cast<__int128>(1) << total;
+    const __int128 below = -127 * unit - 1 - h, above = 127 * unit - h;
+    __int128 low = std::numeric_limits<std::int32_t>::min();
+    __int128 high = std::numeric_limits<std::int32_t>::max();
+    if (scale > 0) {
+      low = floor_div(below, scale);  // the last v with q(v) <= -128
+      high = ceil_div(above, scale);  // the first v with q(v) >= 127
+    } else if (scale < 0) {           // q decreases: u = -v has the scale -scale
+      low = -ceil_div(above, -static_cast<__int128>(scale));    // the last v with q(v) >= 127
+      high = -floor_div(below, -static_cast<__int128>(scale));  // the first v with q(v) <= -128
+    }
+    const auto to_int32 = [](__int128 v) {
+      return static_cast<std::int32_t>(std::clamp<__int128>(
+          v, std::numeric_limits<std::int32_t>::min(), std::numeric_limits<std::int32_t>::max()));
+    };
+    v_low = _mm256_set1_epi32(to_int32(low));
+    v_high = _mm256_set1_epi32(to_int32(high));
+    out_low = _mm256_set1_epi32(-128);
+    out_high_none = _mm256_set1_epi32(127);
+    out_high_clip = _mm256_set1_epi32(std::min(clip, std::int32_t{127}));
   }
   template <int kAct>
   __attribute__((target("avx2"))) __m256i operator()(__m256i v) const {
-    const __m256i even = lanes(_mm256_mul_epi32(v, vscale), add, sub, count, lo, hi);
+    v = _mm256_min_epi32(_mm256_max_epi32(v, v_low), v_high);
+    const __m256i even = shift_lanes(_mm256_mul_epi32(v, vscale), add, sub, count);
     const __m256i odd =
-        lanes(_mm256_mul_epi32(_mm256_srli_epi64(v, 32), vscale), add, sub, count, lo, hi);
-    __m256i r = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
-    if constexpr (kAct == 0) r = _mm256_max_epi32(r, zero);
-    if constexpr (kAct == 1) r = _mm256_min_epi32(_mm256_max_epi32(r, zero), vclip);
-    return r;
+        shift_lanes(_mm256_mul_epi32(_mm256_srli_epi64(v, 32), vscale), add, sub, count);
+    const __m256i r = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+    // int8 clamp and activation: ReLU and Clip raise the low end to 0, Clip lowers the high end.
+    const __m256i lowered = _mm256_min_epi32(r, kAct == 1 ? out_high_clip : out_high_none);
+    return _mm256_max_epi32(lowered, kAct >= 0 ? _mm256_setzero_si256() : out_low);
   }
 };
 
@@ -217,6 +251,7 @@ __attribute__((target("avx2"))) void tail_rows(
       const std::uint64_t word = c0 / 8 * per_group + (p0 + i) / 4;
       const std::uint64_t rows = std::min<std::uint64_t>(4, n - i);  // the others are padding
       __m256i r[4];
+#pragma GCC unroll 4
       for (std::uint64_t j = 0; j < 4; ++j)
         r[j] = j < rows
                    ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(yg + (i + j) * stride))
@@ -228,6 +263,7 @@ __attribute__((target("avx2"))) void tail_rows(
         // Channel-major first (the bias, a wrapping add, commutes with the accumulants'): halves
         // (0 4) (1 5) (2 6) (3 7), then pairs (0 1) (2 3) (4 5) (6 7), each 4 pixels, which is
         // the order of the word's 4 x 32 bytes and of its accumulants.
+#pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) r[j] = _mm256_add_epi32(r[j], bias);
         transpose4(r[0], r[1], r[2], r[3]);
         const __m256i v[4] = {_mm256_permute2x128_si256(r[0], r[1], 0x20),
@@ -236,6 +272,7 @@ __attribute__((target("avx2"))) void tail_rows(
                               _mm256_permute2x128_si256(r[2], r[3], 0x31)};
         const __m256i pixel_ok = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(rows)),
                                                     _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3));
+#pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
           __m256i x = v[j];
           if (a)
@@ -251,6 +288,7 @@ __attribute__((target("avx2"))) void tail_rows(
       }
       if (a) {
         __m256i v[4];
+#pragma GCC unroll 4
         for (int j = 0; j < 4; ++j)
           v[j] = _mm256_shuffle_epi8(
               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + j * 32)), bswap);
@@ -263,6 +301,7 @@ __attribute__((target("avx2"))) void tail_rows(
         r[0] = _mm256_add_epi32(r[0], c04), r[1] = _mm256_add_epi32(r[1], c15);
         r[2] = _mm256_add_epi32(r[2], c26), r[3] = _mm256_add_epi32(r[3], c37);
       }
+#pragma GCC unroll 4
       for (std::uint64_t j = 0; j < 4; ++j) {
         __m256i v = _mm256_add_epi32(r[j], bias);
         if constexpr (kQuant) v = quant.template operator()<kAct>(v);

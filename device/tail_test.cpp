@@ -61,7 +61,7 @@ TEST(TailQuantizeSpan, EveryPathEqualsTheDefinition) {
     const auto n = static_cast<std::uint64_t>(pick(0, 70));
     std::vector<std::int32_t> acc(n);
     for (auto& a : acc) {
-      switch (pick(0, 4)) {
+      switch (pick(0, 5)) {
         case 0:
           a = static_cast<std::int32_t>(pick(kMin, kMax));
           break;
@@ -78,6 +78,15 @@ TEST(TailQuantizeSpan, EveryPathEqualsTheDefinition) {
           const std::int64_t m = pick(-300, 300);
           const std::int64_t t = total < 31 ? m * (std::int64_t{1} << total) + half : half;
           a = wrap_add(static_cast<std::int32_t>(static_cast<std::uint32_t>(t)), -bias);
+          break;
+        }
+        case 4: {
+          // Around the values whose result crosses an int8 end (k * 2^T / scale, k near -128
+          // and 127), where the AVX2 path's input clamp changes what it multiplies.
+          const std::int64_t k = std::array{-129, -128, -127, 126, 127, 128}[pick(0, 5)];
+          const __int128 edge = scale != 0 ? (static_cast<__int128>(k) << total) / scale : 0;
+          const __int128 t = std::clamp<__int128>(edge + pick(-2, 2), kMin, kMax);
+          a = wrap_add(static_cast<std::int32_t>(t), -bias);
           break;
         }
         default:
