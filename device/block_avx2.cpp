@@ -36,10 +36,51 @@ __int128 floor_div(__int128 a, __int128 b) {  // b > 0
 }
 __int128 ceil_div(__int128 a, __int128 b) { return -floor_div(-a, b); }  // b > 0
 
+// The input range of Quantizer below: low is the last v whose q(v) clamps to one int8 end and high
+// the first whose q(v) clamps to the other (clamped to int32).
+struct InputBounds {
+  std::int32_t low, high;
+};
+InputBounds compute_input_bounds(std::int32_t scale, int shift, int fp_cast_shift) {
+  const int total = shift + fp_cast_shift;
+  const std::int64_t h1 = shift > 0 ? std::int64_t{1} << (shift - 1) : 0;
+  const std::int64_t h2 = fp_cast_shift > 0 ? std::int64_t{1} << (fp_cast_shift - 1) : 0;
+  const std::int64_t h = h1 + (h2 << shift);
+  // q(v) <= -128 <=> v * scale + h <= -127 * 2^T - 1; q(v) >= 127 <=> v * scale + h >= 127 * 2^T.
+  const __int128 unit = static_cast<__int128>(1) << total;
+  const __int128 below = -127 * unit - 1 - h, above = 127 * unit - h;
+  __int128 low = std::numeric_limits<std::int32_t>::min();
+  __int128 high = std::numeric_limits<std::int32_t>::max();
+  if (scale > 0) {
+    low = floor_div(below, scale);  // the last v with q(v) <= -128
+    high = ceil_div(above, scale);  // the first v with q(v) >= 127
+  } else if (scale < 0) {           // q decreases: u = -v has the scale -scale
+    low = -ceil_div(above, -static_cast<__int128>(scale));    // the last v with q(v) >= 127
+    high = -floor_div(below, -static_cast<__int128>(scale));  // the first v with q(v) <= -128
+  }
+  const auto to_int32 = [](__int128 v) {
+    return static_cast<std::int32_t>(std::clamp<__int128>(
+        v, std::numeric_limits<std::int32_t>::min(), std::numeric_limits<std::int32_t>::max()));
+  };
+  return {to_int32(low), to_int32(high)};
+}
+// The same, remembered for the last parameters this thread asked for: the tails call per channel
+// span (49 values on a 7x7 plane), and the two 128-bit divisions would cost more than the span.
+InputBounds input_bounds(std::int32_t scale, int shift, int fp_cast_shift) {
+  thread_local std::int32_t last_scale = 0;
+  thread_local int last_shift = -1, last_fp_cast_shift = -1;
+  thread_local InputBounds last{};
+  if (scale != last_scale || shift != last_shift || fp_cast_shift != last_fp_cast_shift) {
+    last = compute_input_bounds(scale, shift, fp_cast_shift);
+    last_scale = scale, last_shift = shift, last_fp_cast_shift = fp_cast_shift;
+  }
+  return last;
+}
+
 // The quantizer (rounding shift, int8 clamp) and activation of 8 int32 values, bias added.
 // The clamp to int8 happens before the product, on v in 32 bits: q(v) = floor((v * scale + h) /
 // 2^T) is monotone in v, so v is first clamped to [v_low, v_high], the last value whose q clamps
-// to one int8 end and the first whose q clamps to the other (found exactly below); outside that
+// to one int8 end and the first whose q clamps to the other (input_bounds, exact); outside that
 // range the clamped result is the end's, inside it |q| <= 128 + 2^15 fits the lanes' low 32 bits,
 // so the 64-bit lanes need no compares and the int8 clamp and ReLU / Clip are one 32-bit max and
 // min.
@@ -56,25 +97,9 @@ struct Quantizer {
     add = _mm256_set1_epi64x(h + (std::int64_t{1} << 62));
     sub = _mm256_set1_epi64x(std::int64_t{1} << (62 - total));
     count = _mm_cvtsi32_si128(total);
-    // q(v) <= -128 <=> v * scale + h <= -127 * 2^T - 1;  q(v) >= 127 <=> v * scale + h >= 127 *
-    // 2^T.
-    const __int128 unit = static_cast<__int128>(1) << total;
-    const __int128 below = -127 * unit - 1 - h, above = 127 * unit - h;
-    __int128 low = std::numeric_limits<std::int32_t>::min();
-    __int128 high = std::numeric_limits<std::int32_t>::max();
-    if (scale > 0) {
-      low = floor_div(below, scale);  // the last v with q(v) <= -128
-      high = ceil_div(above, scale);  // the first v with q(v) >= 127
-    } else if (scale < 0) {           // q decreases: u = -v has the scale -scale
-      low = -ceil_div(above, -static_cast<__int128>(scale));    // the last v with q(v) >= 127
-      high = -floor_div(below, -static_cast<__int128>(scale));  // the first v with q(v) <= -128
-    }
-    const auto to_int32 = [](__int128 v) {
-      return static_cast<std::int32_t>(std::clamp<__int128>(
-          v, std::numeric_limits<std::int32_t>::min(), std::numeric_limits<std::int32_t>::max()));
-    };
-    v_low = _mm256_set1_epi32(to_int32(low));
-    v_high = _mm256_set1_epi32(to_int32(high));
+    const InputBounds bounds = input_bounds(scale, shift, fp_cast_shift);
+    v_low = _mm256_set1_epi32(bounds.low);
+    v_high = _mm256_set1_epi32(bounds.high);
     out_low = _mm256_set1_epi32(-128);
     out_high_none = _mm256_set1_epi32(127);
     out_high_clip = _mm256_set1_epi32(std::min(clip, std::int32_t{127}));
