@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "common/test_support/alloc_counter.h"
 #include "ir/tensor_util.h"
 #include "ref/float_conv.h"
-#include "common/test_support/alloc_counter.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -243,7 +243,10 @@ TEST(Executor, RunBuffersAllocateNoTensorStorageAfterTheFirstRun) {
     // Allocations of at least 16 KiB: tensor storage (the executor's bookkeeping, names and
     // maps, is far smaller).
     const test_support::AllocationCount count = test_support::count_allocations(
-        [&] { run_graph(g, TensorRefs{{"x", &x}}, options, outputs); }, 16u << 10);
+        [&] {
+          run_graph(g, TensorRefs{{"x", &x}}, options, outputs);
+        },
+        16u << 10);
     if (run == 0) {
       EXPECT_GE(count.big, 2u);  // q and y, the first time
       first_storage = outputs.at("y").data.data();
