@@ -27,6 +27,7 @@
 #include <array>
 #include <atomic>
 #include <bit>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -246,6 +247,28 @@ bool map_weights(const LayerContext& ctx, const ConvGeometry& g, const Mapping& 
           }
         continue;
       }
+      // PE rows whose tap is beyond the kernel's (row < dead_rows: a 1x1 kernel leaves 8 of 9
+      // rows, most of resnet50's blob bytes) are only looked at for the warning: one pass over
+      // their bytes, whole words where every output channel of the fold is real.
+      const std::uint64_t dead_rows = rows > taps ? rows - taps : 0;
+      const std::uint64_t k0 = kern * map.kern_dim;
+      const std::uint64_t real_b = g.kn > k0 ? std::min<std::uint64_t>(map.kern_dim, g.kn - k0) : 0;
+      if (!ignored_rows && dead_rows > 0 && real_b > 0) {
+        const std::uint64_t dead_bytes = dead_rows * map.chan_dim * map.kern_dim;
+        if (real_b == map.kern_dim) {
+          std::uint64_t any = 0, i = 0;
+          for (; i + 8 <= dead_bytes; i += 8) {
+            std::uint64_t word;
+            std::memcpy(&word, base + i, 8);
+            any |= word;
+          }
+          for (; i < dead_bytes; ++i) any |= base[i];
+          ignored_rows = any != 0;
+        } else {
+          for (std::uint64_t i = 0; i < dead_bytes && !ignored_rows; ++i)
+            ignored_rows = base[i] != 0 && i % map.kern_dim < real_b;
+        }
+      }
       // The PE (a, b) holds the same (output, input) channel pair in every row, so the pair is
       // worked out once and its rows (the taps) are read down the block.
       for (std::uint64_t a = 0; a < map.chan_dim; ++a)
@@ -268,7 +291,7 @@ bool map_weights(const LayerContext& ctx, const ConvGeometry& g, const Mapping& 
             case ConvMode::kPointwise16:
               break;
           }
-          for (std::uint64_t row = 0; row < rows; ++row) {
+          for (std::uint64_t row = dead_rows; row < rows; ++row) {
             const std::uint64_t srow = rows - 1 - row;  // rows are stored bottom PE row first
             add(k, c, chan, srow,
                 static_cast<std::int8_t>(base[(row * map.chan_dim + a) * map.kern_dim + b]));

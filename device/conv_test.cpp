@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <barrier>
+#include <functional>
 #include <thread>
 
 namespace npukit::device {
@@ -29,7 +30,8 @@ struct RunResult {
 // of `align` bytes.
 RunResult run_one_conv(const isa::SaArch& arch, ConvSpec s, std::uint32_t* acc_addr_out = nullptr,
                        const std::vector<std::int32_t>* initial_acc = nullptr,
-                       std::uint32_t align = 32) {
+                       std::uint32_t align = 32,
+                       const std::function<void(Bytes& weight_blob)>& edit_weights = {}) {
   ProgramBuilder b{arch};
   auto aligned = [&] {
     b.next_addr = static_cast<std::uint32_t>(up(b.next_addr, align));
@@ -48,7 +50,9 @@ RunResult run_one_conv(const isa::SaArch& arch, ConvSpec s, std::uint32_t* acc_a
     acc_addr = aligned()->add_blob(pack_activation(arch, s.kn, s.oh() * s.ow(), *initial_acc, 4));
   }
   if (acc_addr_out) *acc_addr_out = acc_addr;
+  const std::size_t weight_blob = b.blobs.size();  // add_conv adds the weights first
   b.add_conv(s, in_addr, out_addr, acc_addr);
+  if (edit_weights) edit_weights(b.blobs[weight_blob].data);
   b.finish();
   RunResult r;
   DeviceConfig cfg;
@@ -548,6 +552,42 @@ TEST(Conv, DirectOutputEqualsTheReferenceAtEveryLevelAndThreadCount) {
           }
       }
     }
+}
+
+// A 1x1 kernel has one tap: on the 9,8,8 array only PE row 8 of each fold multiplies image
+// values. A non-zero byte in rows 0-7 of a real output channel is warned about and changes no
+// output; one of a padded output channel (k >= KN) is not warned about (its outputs are 0 anyway).
+// KN = 11: fold 0 has 8 real output channels, fold 1 has 3 and 5 padded ones.
+TEST(Conv, NonZeroBytesInRowsBeyondTheKernelAreWarnedAndIgnored) {
+  ConvSpec s;
+  s.ic = 5, s.kn = 11, s.kh = s.kw = 1, s.ih = 4, s.iw = 3, s.quant_shift = 6;
+  s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = 0;
+  fill_random(s, 21);
+  const std::vector<std::int32_t> want = ref_conv(s);
+  // Byte (row, a, b) of fold `kern` (one channel iteration): row 0..8 (8 is tap 0), a the input
+  // channel, b the output channel kern * 8 + b.
+  const auto at = [](int kern, int row, int a, int b) {
+    return static_cast<std::size_t>(((kern * 9 + row) * 8 + a) * 8 + b);
+  };
+  struct Case {
+    const char* name;
+    int kern, row, a, b;
+    bool warned;
+  };
+  for (const Case c :
+       {Case{"clean", -1, 0, 0, 0, false}, Case{"fold 0, row 0, channel 7", 0, 0, 2, 7, true},
+        Case{"fold 0, row 7, channel 0", 0, 7, 4, 0, true},
+        Case{"fold 1, row 3, channel 10", 1, 3, 1, 2, true},
+        Case{"fold 1, row 3, padded channel 14", 1, 3, 1, 6, false}}) {
+    const RunResult r = run_one_conv(isa::kArch9x8x8, s, nullptr, nullptr, 32, [&](Bytes& blob) {
+      if (c.kern >= 0) blob[at(c.kern, c.row, c.a, c.b)] = 0x5A;
+    });
+    EXPECT_EQ(r.out, want) << c.name;
+    bool warned = false;
+    for (const Warning& w : r.device->diagnostics().warnings())
+      warned |= w.text().find("PE rows beyond") != std::string::npos;
+    EXPECT_EQ(warned, c.warned) << c.name;
+  }
 }
 
 TEST(Conv, TallImageWarnsErratumButComputesTheIntendedResult) {
