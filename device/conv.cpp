@@ -690,18 +690,19 @@ BlockTiming run_conv(LayerContext& ctx) {
   const TailConfig& tc = tail.config();
   const std::uint64_t out_bytes =
       acc_layout.bytes() * static_cast<std::uint64_t>(std::max(out.op_width, 1));
-  const bool accumulants_apart =
-      !dram_partials && (out.accumulant_addr >= out.output_addr + out_bytes ||
-                         out.output_addr >= out.accumulant_addr + acc_layout.bytes() * 4);
+  // Whether the output region and an accumulant-address region of `bytes` share no byte.
+  const auto apart_from_output = [&](std::uint64_t bytes) {
+    return out.accumulant_addr >= out.output_addr + out_bytes ||
+           out.output_addr >= out.accumulant_addr + bytes;
+  };
+  const bool accumulants_apart = !dram_partials && apart_from_output(acc_layout.bytes() * 4);
   const bool one_pass = !tc.gbl_pool_en && (!out.accumulant_read_first || accumulants_apart);
   // Dense modes with a one-pass tail: the conv's work units write the output words themselves,
   // tail included (TailPipeline::RowWriter), where the kernels and the tail have that form. The
   // output is then written before the partial sums (below), so their regions must not overlap.
   const std::uint64_t final_pixels = tail.output_pixels(out_pixels);
   const ActivationLayout out_layout = ActivationLayout::for_arch(arch, g.kn, final_pixels);
-  const bool partials_apart = !dram_partials ||
-                              out.accumulant_addr >= out.output_addr + out_bytes ||
-                              out.output_addr >= out.accumulant_addr + partial_region;
+  const bool partials_apart = !dram_partials || apart_from_output(partial_region);
   TailPipeline::RowWriter writer;
   if (dense && one_pass && partials_apart && conv_kernels::has_dense_conv_rows()) {
     const std::uint64_t accumulant_addr = out.accumulant_addr;
