@@ -649,6 +649,14 @@ bool gemm_level(Isa level) {
   return cpu::path_allowed(level, Isa::kAvx2) && !cpu::path_allowed(level, Isa::kAvxVnni) &&
          !cpu::path_allowed(level, Isa::kAvx512Vnni);
 }
+
+// The GEMM form with its AVX2 pieces (dense_conv at that level, and dense_conv_rows).
+void dense_conv_gemm_avx2(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot,
+                          const RowSink* sink) {
+  using namespace detail;
+  dense_conv_gemm(c, acc, snapshot, gemm_quads_avx2, gemm_pairs_avx2, lanes_out_avx2,
+                  interleave_quads_avx2, {quad_row_avx2, pair_row_avx2}, sink);
+}
 }  // namespace
 
 bool reads_words(const DenseConv& c, Isa isa) {
@@ -672,9 +680,7 @@ void dense_conv(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot, I
   // layer inside `npukit eval` no shape gained on both resnets (e.g. 256 on 14x14: 0.95x and
   // 0.88x the CPU time in resnet50 at 1 and 2 threads, 0.99x and 1.09x in resnet18; 7x7 1.3-1.6x
   // everywhere); the table is in docs/device.md.
-  if (gemm_level(level))
-    return dense_conv_gemm(c, acc, snapshot, gemm_quads_avx2, gemm_pairs_avx2, lanes_out_avx2,
-                           interleave_quads_avx2, {quad_row_avx2, pair_row_avx2});
+  if (gemm_level(level)) return dense_conv_gemm_avx2(c, acc, snapshot, nullptr);
   check(c);
   thread_local Packed packed;
   Packed& p = packed;  // the workers of parallel_for read this thread's copy
@@ -692,9 +698,7 @@ bool dense_conv_rows(const DenseConv& c, std::int32_t* snapshot, const RowSink& 
   // The GEMM form's work units: kGemmPixels (a multiple of 4) pixels from a multiple of it, and
   // kGemmK (a multiple of 8) channels, which end at the last pixel or channel.
   static_assert(detail::kGemmPixels % 4 == 0 && detail::kGemmK % 8 == 0);
-  detail::dense_conv_gemm(c, nullptr, snapshot, detail::gemm_quads_avx2, detail::gemm_pairs_avx2,
-                          detail::lanes_out_avx2, detail::interleave_quads_avx2,
-                          {detail::quad_row_avx2, detail::pair_row_avx2}, &sink);
+  dense_conv_gemm_avx2(c, nullptr, snapshot, &sink);
   return true;
 }
 
