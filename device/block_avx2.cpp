@@ -41,11 +41,16 @@ __int128 ceil_div(__int128 a, __int128 b) { return -floor_div(-a, b); }  // b > 
 struct InputBounds {
   std::int32_t low, high;
 };
-InputBounds compute_input_bounds(std::int32_t scale, int shift, int fp_cast_shift) {
-  const int total = shift + fp_cast_shift;
+// h = h1 + h2 * 2^s of the file comment: the two rounding shifts' addends as one.
+std::int64_t rounding_addend(int shift, int fp_cast_shift) {
   const std::int64_t h1 = shift > 0 ? std::int64_t{1} << (shift - 1) : 0;
   const std::int64_t h2 = fp_cast_shift > 0 ? std::int64_t{1} << (fp_cast_shift - 1) : 0;
-  const std::int64_t h = h1 + (h2 << shift);
+  return h1 + (h2 << shift);
+}
+
+InputBounds compute_input_bounds(std::int32_t scale, int shift, int fp_cast_shift) {
+  const int total = shift + fp_cast_shift;
+  const std::int64_t h = rounding_addend(shift, fp_cast_shift);
   // q(v) <= -128 <=> v * scale + h <= -127 * 2^T - 1; q(v) >= 127 <=> v * scale + h >= 127 * 2^T.
   const __int128 unit = static_cast<__int128>(1) << total;
   const __int128 below = -127 * unit - 1 - h, above = 127 * unit - h;
@@ -90,9 +95,7 @@ struct Quantizer {
   __attribute__((target("avx2")))
   Quantizer(std::int32_t scale, int shift, int fp_cast_shift, std::int32_t clip) {
     const int total = shift + fp_cast_shift;
-    const std::int64_t h1 = shift > 0 ? std::int64_t{1} << (shift - 1) : 0;
-    const std::int64_t h2 = fp_cast_shift > 0 ? std::int64_t{1} << (fp_cast_shift - 1) : 0;
-    const std::int64_t h = h1 + (h2 << shift);
+    const std::int64_t h = rounding_addend(shift, fp_cast_shift);
     vscale = _mm256_set1_epi32(scale);
     add = _mm256_set1_epi64x(h + (std::int64_t{1} << 62));
     sub = _mm256_set1_epi64x(std::int64_t{1} << (62 - total));
@@ -163,6 +166,28 @@ __attribute__((target("avx2"))) void bias_span_avx2(const std::int32_t* acc, std
 
 namespace {
 
+// The _mm256_shuffle_epi8 mask that reverses the bytes of each int32 (DRAM holds them big-endian).
+__attribute__((target("avx2"))) inline __m256i int32_byte_swap() {
+  return _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, 3, 2, 1, 0, 7, 6, 5,
+                          4, 11, 10, 9, 8, 15, 14, 13, 12);
+}
+
+// Checks that `t` has the vector form (the 9,8,8 layout, a vector tail kind) and calls
+// f(quantize, act) with the kind and activation as compile-time constants
+// (std::bool_constant, std::integral_constant<int>), as tail_words and tail_rows take them.
+template <typename F>
+void with_vector_tail(const TailWords& t, const char* what, F&& f) {
+  using Kind = TailWords::Kind;
+  if (t.channel_group != 8 || t.pixels_per_word != 4 || t.kind == Kind::kOther ||
+      (t.kind == Kind::kBias && t.width != 4))
+    fail("{}: not a 9,8,8 layout with a vector tail", what);
+  using None = std::integral_constant<int, -1>;
+  if (t.kind == Kind::kBias) return f(std::false_type{}, None{});
+  if (t.act == 0) return f(std::true_type{}, std::integral_constant<int, 0>{});
+  if (t.act == 1) return f(std::true_type{}, std::integral_constant<int, 1>{});
+  return f(std::true_type{}, None{});
+}
+
 // Words [first, end) of the 9,8,8 layout with the tail's kind and activation fixed at compile
 // time. A whole word is 8 channels x 4 pixels: channels j and j + 1 go in one vector (4 pixels
 // each, 16 contiguous bytes of planar acc per channel), which is also the order of their 32
@@ -172,8 +197,7 @@ __attribute__((target("avx2"))) void tail_words(const TailWords& t, std::uint64_
                                                 std::uint64_t end, std::uint8_t* out,
                                                 const std::uint8_t* accumulants) {
   const Quantizer quant(t.scale, t.shift, t.fp_cast_shift, t.clip);
-  const __m256i bswap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, 3, 2,
-                                         1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
+  const __m256i bswap = int32_byte_swap();
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   const std::uint64_t per_group = t.padded_pixels / 4, P = t.pixels, width = t.width;
   std::uint64_t c0 = first / per_group * 8, w = first % per_group;
@@ -246,8 +270,7 @@ __attribute__((target("avx2"))) void tail_rows(
     std::uint64_t out_start, const std::uint8_t* const* accumulant_pages,
     std::uint64_t accumulant_start) {
   const Quantizer quant(t.scale, t.shift, t.fp_cast_shift, t.clip);
-  const __m256i bswap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, 3, 2,
-                                         1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
+  const __m256i bswap = int32_byte_swap();
   // Byte p * 4 + c of each half to c * 4 + p.
   const __m256i bytes_t = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0,
                                            4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
@@ -344,14 +367,9 @@ __attribute__((target("avx2"))) void tail_rows(
 __attribute__((target("avx2"))) void tail_words_avx2(const TailWords& t, std::uint64_t first,
                                                      std::uint64_t end, std::uint8_t* out,
                                                      const std::uint8_t* accumulants) {
-  using Kind = TailWords::Kind;
-  if (t.channel_group != 8 || t.pixels_per_word != 4 || t.kind == Kind::kOther ||
-      (t.kind == Kind::kBias && t.width != 4))
-    fail("tail_words_avx2: not a 9,8,8 layout with a vector tail");
-  if (t.kind == Kind::kBias) return tail_words<false, -1>(t, first, end, out, accumulants);
-  if (t.act == 0) return tail_words<true, 0>(t, first, end, out, accumulants);
-  if (t.act == 1) return tail_words<true, 1>(t, first, end, out, accumulants);
-  return tail_words<true, -1>(t, first, end, out, accumulants);
+  with_vector_tail(t, "tail_words_avx2", [&](auto quant, auto act) {
+    tail_words<decltype(quant)::value, decltype(act)::value>(t, first, end, out, accumulants);
+  });
 }
 
 __attribute__((target("avx2"))) void tail_rows_avx2(
@@ -359,21 +377,10 @@ __attribute__((target("avx2"))) void tail_rows_avx2(
     std::uint64_t n, std::uint64_t k0, std::uint64_t k_count, std::uint8_t* const* out_pages,
     std::uint64_t out_start, const std::uint8_t* const* accumulant_pages,
     std::uint64_t accumulant_start) {
-  using Kind = TailWords::Kind;
-  if (t.channel_group != 8 || t.pixels_per_word != 4 || t.kind == Kind::kOther ||
-      (t.kind == Kind::kBias && t.width != 4))
-    fail("tail_rows_avx2: not a 9,8,8 layout with a vector tail");
-  auto run = [&](auto quant, auto act) {
+  with_vector_tail(t, "tail_rows_avx2", [&](auto quant, auto act) {
     tail_rows<decltype(quant)::value, decltype(act)::value>(
         t, y, stride, p0, n, k0, k_count, out_pages, out_start, accumulant_pages, accumulant_start);
-  };
-  using Yes = std::true_type;
-  using No = std::false_type;
-  using None = std::integral_constant<int, -1>;
-  if (t.kind == Kind::kBias) return run(No{}, None{});
-  if (t.act == 0) return run(Yes{}, std::integral_constant<int, 0>{});
-  if (t.act == 1) return run(Yes{}, std::integral_constant<int, 1>{});
-  return run(Yes{}, None{});
+  });
 }
 
 #else
