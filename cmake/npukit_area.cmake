@@ -30,6 +30,9 @@ function(npukit_area)
     target_include_directories(${lib} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
                                              $<INSTALL_INTERFACE:${NPUKIT_INSTALL_INCLUDEDIR}>)
     target_link_libraries(${lib} PUBLIC ${A_DEPS})
+    if(NPUKIT_FUZZ)
+      target_compile_options(${lib} PRIVATE -fsanitize=fuzzer-no-link)
+    endif()
   else()
     add_library(${lib} INTERFACE)
     target_include_directories(${lib} INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
@@ -49,6 +52,7 @@ function(npukit_area)
     add_executable(${lib}_tests ${test_src})
     target_link_libraries(${lib}_tests PRIVATE ${lib} ${A_TEST_DEPS} GTest::gtest GTest::gtest_main GTest::gmock)
     target_compile_definitions(${lib}_tests PRIVATE NPUKIT_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+    target_compile_options(${lib}_tests PRIVATE ${NPUKIT_TEST_COMPILE_OPTIONS})
     gtest_discover_tests(${lib}_tests WORKING_DIRECTORY ${PROJECT_SOURCE_DIR} DISCOVERY_TIMEOUT 60
                          PROPERTIES LABELS ${A_NAME})
   endif()
