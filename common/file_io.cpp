@@ -3,6 +3,7 @@
 #include "common/error.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <atomic>
@@ -114,6 +115,24 @@ Bytes read_file_bytes(const std::string& path, std::uint64_t max_bytes) {
   }
   bytes.resize(got);
   return bytes;
+}
+
+SharedBytes read_file_shared(const std::string& path, std::uint64_t max_bytes) {
+  constexpr std::uint64_t kMapFrom = std::uint64_t{8} << 20;
+  const InputFile f(path, max_bytes);
+  const std::size_t size = static_cast<std::size_t>(f.size());
+  void* memory = size >= kMapFrom ? ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0)
+                                  : MAP_FAILED;
+  if (memory == MAP_FAILED) return read_file_bytes(path, max_bytes);
+  std::shared_ptr<const void> owner(
+      memory, [size](const void* p) { ::munmap(const_cast<void*>(p), size); });
+  auto* bytes = static_cast<std::uint8_t*>(memory);
+  const std::size_t got = f.read(bytes, size, path);
+  // Grown since fstat (rare): read_file_bytes reads it again, on to its end and bounded.
+  std::uint8_t probe;
+  if (got == size && f.read(&probe, 1, path) == 1) return read_file_bytes(path, max_bytes);
+  return SharedBytes(std::move(owner), bytes, got);
 }
 
 Bytes read_file_bytes(const std::string& path) {

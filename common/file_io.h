@@ -26,6 +26,11 @@ inline constexpr std::uint64_t kMaxTextFileBytes = std::uint64_t{256} << 20;
 Bytes read_file_bytes(const std::string& path);
 Bytes read_file_bytes(const std::string& path, std::uint64_t max_bytes);
 std::string read_text_file(const std::string& path, std::uint64_t max_bytes = kMaxTextFileBytes);
+// read_file_bytes for large files read whole and kept read-only (a program's GML, 124 MB for
+// resnet50): from 8 MiB up the bytes go into memory mapped and populated in one call instead of a
+// zero-filled vector faulted in page by page (185 ms -> 90 ms for that GML on a 2-core KVM guest).
+// The same checks and messages as read_file_bytes.
+SharedBytes read_file_shared(const std::string& path, std::uint64_t max_bytes);
 
 // A regular file of at most `max_bytes` open for reading, checked as read_file_bytes checks (and
 // failing with its messages), for a reader that streams it instead of holding all of it first

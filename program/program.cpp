@@ -43,7 +43,7 @@ Program load(const std::string& dir) {
   Program p;
   p.manifest = isa::load_manifest(manifest_path.string());
   const std::string gml_path = (fs::path(dir) / p.manifest.gml).string();
-  p.gml = read_file_bytes(gml_path, std::uint64_t{p.manifest.ramsize_mb} << 20);
+  p.gml = read_file_shared(gml_path, std::uint64_t{p.manifest.ramsize_mb} << 20);
   check_gml(p, gml_path);
   for (std::size_t i = 0; i < p.manifest.segments.size(); ++i) {
     const auto& seg = p.manifest.segments[i];

@@ -17,7 +17,7 @@ namespace npukit::program {
 
 struct Program {
   isa::Manifest manifest;
-  Bytes gml;
+  SharedBytes gml;
   // The host segments' subgraphs by segment index (manifest.segments[i].host->file names the
   // file each is saved as).
   std::map<std::size_t, ir::Graph> host_graphs;

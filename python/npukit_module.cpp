@@ -118,7 +118,7 @@ ir::Graph graph_from_bytes(const py::bytes& model) {
       ByteSpan(reinterpret_cast<const std::uint8_t*>(s.data()), s.size()), "model");
 }
 
-py::bytes bytes_of(const Bytes& b) {
+py::bytes bytes_of(ByteSpan b) {
   return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
 }
 

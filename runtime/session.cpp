@@ -92,7 +92,7 @@ void Session::send_program() {
   transport_->write(kAppDwp, program_.gml);
   // The program is sent once, here; its bytes now live in the device's DRAM (resnet50's GML is
   // 124 MB, kept twice per Session, and once more per eval worker, until this).
-  Bytes().swap(program_.gml);
+  program_.gml = {};
 }
 
 ref::TensorMap Session::run_device(const isa::ManifestSegment& segment,
