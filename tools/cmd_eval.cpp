@@ -8,6 +8,7 @@
 #include "ir/tensor_util.h"
 #include "isa/arch.h"
 #include "onnx/onnx_io.h"
+#include "program/program.h"
 #include "runtime/session.h"
 #include "tools/command_registry.h"
 #include "tools/mpi_world.h"
@@ -129,6 +130,9 @@ void run(const EvalArgs& a) {
     const int workers = static_cast<int>(std::clamp<std::int64_t>(
         npukit::thread_count(), 1, std::max<std::int64_t>(end - first, 1)));
     const int shard_count = world.size() * workers;
+    // Loaded once. Each worker's session takes a copy that shares the GML bytes (124 MB for
+    // resnet50) and drops them once they are sent to its device, which frees them after the last.
+    std::vector<npukit::program::Program> programs(workers, npukit::program::load(dir));
     std::vector<std::optional<npukit::runtime::Session>> extra(workers - 1);
     std::vector<npukit::analysis::EvalResult> parts(workers);
     std::vector<std::exception_ptr> errors(workers);
@@ -139,7 +143,7 @@ void run(const EvalArgs& a) {
         npukit::runtime::SessionOptions so;
         so.warnings = world.rank() == 0 && w == 0 ? &std::cerr : nullptr;
         auto& s = w == 0 ? session : extra[w - 1];
-        s.emplace(dir, so);
+        s.emplace(std::move(programs[w]), so);
         npukit::analysis::EvalOptions options;
         options.limit = a.limit;
         options.float_model = float_model ? &*float_model : nullptr;
