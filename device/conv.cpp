@@ -270,33 +270,42 @@ bool map_weights(const LayerContext& ctx, const ConvGeometry& g, const Mapping& 
         }
       }
       // The PE (a, b) holds the same (output, input) channel pair in every row, so the pair is
-      // worked out once and its rows (the taps) are read down the block.
-      for (std::uint64_t a = 0; a < map.chan_dim; ++a)
-        for (std::uint64_t b = 0; b < map.kern_dim; ++b) {
-          const std::uint64_t k = kern * map.kern_dim + b;
-          std::uint64_t c = 0;
-          switch (map.mode) {
-            case ConvMode::kRegular:
-              c = chan * map.chan_dim + a;
-              break;
-            case ConvMode::kDepthwise:
-              c = kern * map.chan_dim + a;
-              break;
-            case ConvMode::kChannelDuplicate:
-              c = chan;
-              break;
-            case ConvMode::kDepthwise16:
-              c = kern * map.kern_dim + b;
-              break;
-            case ConvMode::kPointwise16:
-              break;
+      // worked out once (add's channel checks with it) and its rows, the taps, are read down the
+      // block. The mode is a compile-time constant of the loop: this runs once per weight byte.
+      auto pairs = [&](auto mode) {
+        for (std::uint64_t a = 0; a < map.chan_dim; ++a)
+          for (std::uint64_t b = 0; b < real_b; ++b) {
+            const std::uint64_t k = k0 + b;
+            std::uint64_t c = 0;
+            if constexpr (mode() == ConvMode::kRegular) c = chan * map.chan_dim + a;
+            if constexpr (mode() == ConvMode::kDepthwise) c = kern * map.chan_dim + a;
+            if constexpr (mode() == ConvMode::kChannelDuplicate) c = chan;
+            if constexpr (mode() == ConvMode::kDepthwise16) c = kern * map.kern_dim + b;
+            if (c >= in_channels) continue;
+            for (std::uint64_t row = dead_rows; row < rows; ++row) {
+              const std::uint64_t srow = rows - 1 - row;  // rows are stored bottom PE row first
+              const auto w =
+                  static_cast<std::int8_t>(base[(row * map.chan_dim + a) * map.kern_dim + b]);
+              if (w != 0) set(k, c, chan, srow, w);
+            }
           }
-          for (std::uint64_t row = dead_rows; row < rows; ++row) {
-            const std::uint64_t srow = rows - 1 - row;  // rows are stored bottom PE row first
-            add(k, c, chan, srow,
-                static_cast<std::int8_t>(base[(row * map.chan_dim + a) * map.kern_dim + b]));
-          }
-        }
+      };
+      switch (map.mode) {
+        case ConvMode::kRegular:
+          pairs(std::integral_constant<ConvMode, ConvMode::kRegular>{});
+          break;
+        case ConvMode::kDepthwise:
+          pairs(std::integral_constant<ConvMode, ConvMode::kDepthwise>{});
+          break;
+        case ConvMode::kChannelDuplicate:
+          pairs(std::integral_constant<ConvMode, ConvMode::kChannelDuplicate>{});
+          break;
+        case ConvMode::kDepthwise16:
+          pairs(std::integral_constant<ConvMode, ConvMode::kDepthwise16>{});
+          break;
+        case ConvMode::kPointwise16:
+          break;
+      }
     }
   }
   return ignored_rows;
