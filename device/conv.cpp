@@ -47,6 +47,7 @@ struct SnapshotTag;
 struct ResultTag;
 struct RawTag;
 struct OwnTag;
+struct BlobTag;
 template <typename T, typename Tag>
 std::vector<T>& reused() {
   return conv_kernels::thread_buffer<T, Tag>();
@@ -209,13 +210,53 @@ Mapping choose_mapping(const LayerContext& ctx, const ConvGeometry& g) {
   return map;
 }
 
+// A blob is kitr x citr fold blocks of ROW x COLS x N_SA bytes. In every mode but the pointwise
+// one a block holds ROW PE rows of chan_dim x kern_dim bytes, bottom row first, and the rows
+// beyond the kernel's taps come first: bytes [0, dead_bytes) of the block, which multiply
+// nothing. The rest of the block, the live bytes, is what the weights are.
+struct BlobLayout {
+  std::uint64_t block = 0, dead_bytes = 0;
+};
+
+BlobLayout blob_layout(const LayerContext& ctx, const ConvGeometry& g, const Mapping& map) {
+  const std::uint64_t rows = static_cast<std::uint64_t>(ctx.arch.rows), taps = g.kh * g.kw;
+  BlobLayout l;
+  l.block =
+      rows * static_cast<std::uint64_t>(ctx.arch.cols) * static_cast<std::uint64_t>(ctx.arch.n_sa);
+  if (map.mode != ConvMode::kPointwise16 && rows > taps)
+    l.dead_bytes = (rows - taps) * map.chan_dim * map.kern_dim;
+  return l;
+}
+
+// Whether the dead bytes of the fold block at `base` (kernel iteration `kern`) hold a non-zero
+// byte of a real output channel: the "ignored rows" warning (warn_ignored_rows).
+bool dead_rows_nonzero(const std::uint8_t* base, const BlobLayout& l, const ConvGeometry& g,
+                       const Mapping& map, std::uint64_t kern) {
+  const std::uint64_t k0 = kern * map.kern_dim;
+  const std::uint64_t real_b = g.kn > k0 ? std::min<std::uint64_t>(map.kern_dim, g.kn - k0) : 0;
+  if (real_b == 0 || l.dead_bytes == 0) return false;
+  if (real_b == map.kern_dim) {  // every output channel of the fold is real: whole words
+    std::uint64_t any = 0, i = 0;
+    for (; i + 8 <= l.dead_bytes; i += 8) {
+      std::uint64_t word;
+      std::memcpy(&word, base + i, 8);
+      any |= word;
+    }
+    for (; i < l.dead_bytes; ++i) any |= base[i];
+    return any != 0;
+  }
+  for (std::uint64_t i = 0; i < l.dead_bytes; ++i)
+    if (base[i] != 0 && i % map.kern_dim < real_b) return true;
+  return false;
+}
+
 // Reads the weight blob as the weight FIFOs receive it and calls set(k, c, chan_iter, tap, w) for
 // every non-zero byte that multiplies something: output channel k < KN, input channel c <
 // in_channels, tap < KH*KW (a later byte for the same (k, c, tap) overwrites an earlier one).
 // Returns whether non-zero bytes sit in PE rows beyond the kernel's taps (warn_ignored_rows).
 template <typename Set>
-bool map_weights(const LayerContext& ctx, const ConvGeometry& g, const Mapping& map,
-                 const Bytes& blob, std::uint64_t in_channels, Set&& set) {
+bool map_weights(const LayerContext& ctx, const ConvGeometry& g, const Mapping& map, ByteSpan blob,
+                 std::uint64_t in_channels, Set&& set) {
   const std::uint64_t rows = static_cast<std::uint64_t>(ctx.arch.rows);
   const std::uint64_t taps = g.kh * g.kw;
   bool ignored_rows = false;
@@ -231,8 +272,8 @@ bool map_weights(const LayerContext& ctx, const ConvGeometry& g, const Mapping& 
   };
   // One fold's ROW x COLS x N_SA bytes (ROW x chan_dim x kern_dim except in the pointwise mode,
   // whose ROW x N_SA block has chan_dim = ROW and kern_dim = N_SA).
-  const std::uint64_t block =
-      rows * static_cast<std::uint64_t>(ctx.arch.cols) * static_cast<std::uint64_t>(ctx.arch.n_sa);
+  const BlobLayout layout = blob_layout(ctx, g, map);
+  const std::uint64_t block = layout.block;
   for (std::uint64_t kern = 0; kern < map.kitr; ++kern) {
     for (std::uint64_t chan = 0; chan < map.citr; ++chan) {
       const std::uint8_t* base = blob.data() + (kern * map.citr + chan) * block;
@@ -248,27 +289,11 @@ bool map_weights(const LayerContext& ctx, const ConvGeometry& g, const Mapping& 
         continue;
       }
       // PE rows whose tap is beyond the kernel's (row < dead_rows: a 1x1 kernel leaves 8 of 9
-      // rows, most of resnet50's blob bytes) are only looked at for the warning: one pass over
-      // their bytes, whole words where every output channel of the fold is real.
+      // rows, most of resnet50's blob bytes) are only looked at for the warning.
       const std::uint64_t dead_rows = rows > taps ? rows - taps : 0;
       const std::uint64_t k0 = kern * map.kern_dim;
       const std::uint64_t real_b = g.kn > k0 ? std::min<std::uint64_t>(map.kern_dim, g.kn - k0) : 0;
-      if (!ignored_rows && dead_rows > 0 && real_b > 0) {
-        const std::uint64_t dead_bytes = dead_rows * map.chan_dim * map.kern_dim;
-        if (real_b == map.kern_dim) {
-          std::uint64_t any = 0, i = 0;
-          for (; i + 8 <= dead_bytes; i += 8) {
-            std::uint64_t word;
-            std::memcpy(&word, base + i, 8);
-            any |= word;
-          }
-          for (; i < dead_bytes; ++i) any |= base[i];
-          ignored_rows = any != 0;
-        } else {
-          for (std::uint64_t i = 0; i < dead_bytes && !ignored_rows; ++i)
-            ignored_rows = base[i] != 0 && i % map.kern_dim < real_b;
-        }
-      }
+      if (!ignored_rows) ignored_rows = dead_rows_nonzero(base, layout, g, map, kern);
       // The PE (a, b) holds the same (output, input) channel pair in every row, so the pair is
       // worked out once (add's channel checks with it) and its rows, the taps, are read down the
       // block. The mode is a compile-time constant of the loop: this runs once per weight byte.
@@ -338,7 +363,7 @@ struct MappedWeights {
 };
 
 void map_connections(const LayerContext& ctx, const ConvGeometry& g, const Mapping& map,
-                     const Bytes& blob, std::uint64_t in_channels, MappedWeights& out) {
+                     ByteSpan blob, std::uint64_t in_channels, MappedWeights& out) {
   out.connections.assign(g.kn, {});
   // Dense (k, c) -> index into connections[k], built lazily; connections are unique per (k, c)
   // in every mode, but a dense index keeps this independent of that fact.
@@ -371,8 +396,8 @@ void map_connections(const LayerContext& ctx, const ConvGeometry& g, const Mappi
   }
 }
 
-void map_dense(const LayerContext& ctx, const ConvGeometry& g, const Mapping& map,
-               const Bytes& blob, std::uint64_t in_channels, MappedWeights& out) {
+void map_dense(const LayerContext& ctx, const ConvGeometry& g, const Mapping& map, ByteSpan blob,
+               std::uint64_t in_channels, MappedWeights& out) {
   const std::uint64_t taps = g.kh * g.kw;
   out.w.assign(g.kn * in_channels * taps, 0);
   out.group.assign(in_channels, -1);
@@ -392,14 +417,15 @@ void map_dense(const LayerContext& ctx, const ConvGeometry& g, const Mapping& ma
 
 // Mapped weights are kept from run to run: a network run image after image maps the same blob
 // every time, which costs as much as a small layer's sums. An entry is reused only when the blob
-// in DRAM now is byte for byte the one it was mapped from, under the same mapping, so a program
-// that rewrites its weights is mapped afresh; the device still reads every byte. Two checks
-// establish that: no byte of the range was written since this thread last checked the entry on
-// this Dram (its write tracking: a few page stamps), or else a byte compare of the range (a blob
-// rewritten with the same bytes, or another board). The entries (one byte copy of the blob, the
-// mapping, the packs) live in one store shared by every thread of the process, so parallel eval
-// workers (each simulating its own board) hold and stream each weight once, not once per worker;
-// each thread keeps only its own check records (which Dram, which stamp). Bounded in size.
+// in DRAM now maps to exactly what it holds, under the same mapping, so a program that rewrites
+// its weights is mapped afresh; the device still reads every byte. Two checks establish that: no
+// byte of the range was written since this thread last checked the entry on this Dram (its write
+// tracking: a few page stamps), or else a compare with the blob (a blob rewritten with the same
+// bytes, or another board): its live bytes equal, and its dead rows as zero or not for the
+// warning (same_blob). The entries (a copy of the live bytes, the mapping, the packs) live in
+// one store shared by every thread of the process, so parallel eval workers (each simulating its
+// own board) hold and stream each weight once, not once per worker; each thread keeps only its
+// own check records (which Dram, which stamp). Bounded in size.
 struct WeightCacheKey {
   std::uint64_t start, in_channels, kn, kh, kw, kern_dim, chan_dim, kitr, citr;
   ConvMode mode;
@@ -408,9 +434,42 @@ struct WeightCacheKey {
 
 struct WeightCacheEntry {  // immutable once stored, except the packs (filled thread-safely)
   WeightCacheKey key;
-  Bytes blob;
+  std::uint64_t blob_bytes = 0;
+  // The live bytes of each fold block, block after block (BlobLayout): a 1x1 kernel's are 1 of
+  // its 9 PE rows, so most of resnet50's 124 MB of weights is not copied here.
+  Bytes live;
   MappedWeights mapped;
 };
+
+// The blob's live bytes, block after block.
+Bytes live_bytes(ByteSpan blob, const BlobLayout& l) {
+  Bytes live;
+  live.reserve(blob.size() / l.block * (l.block - l.dead_bytes));
+  for (std::uint64_t at = 0; at < blob.size(); at += l.block)
+    live.insert(live.end(), blob.begin() + static_cast<std::ptrdiff_t>(at + l.dead_bytes),
+                blob.begin() + static_cast<std::ptrdiff_t>(at + l.block));
+  return live;
+}
+
+// Whether the blob at weight_start in DRAM maps to what `e` holds: the same live bytes, and
+// non-zero bytes in the dead rows of real output channels exactly when e's had them.
+bool same_blob(const Dram& dram, std::uint64_t weight_start, const WeightCacheEntry& e,
+               const BlobLayout& l, const ConvGeometry& g, const Mapping& map) {
+  // Read out whole (one DRAM walk, the buffer the mapping reads from), then compared block by
+  // block.
+  const std::span blob(reused_room<std::uint8_t, BlobTag>(e.blob_bytes), e.blob_bytes);
+  dram.read(weight_start, blob, "weight read");
+  const std::uint64_t live_per_block = l.block - l.dead_bytes;
+  bool dead_nonzero = false;
+  for (std::uint64_t i = 0; i * l.block < e.blob_bytes; ++i) {
+    const std::uint8_t* block = blob.data() + i * l.block;
+    if (std::memcmp(block + l.dead_bytes, e.live.data() + i * live_per_block, live_per_block) != 0)
+      return false;
+    if (!dead_nonzero) dead_nonzero = dead_rows_nonzero(block, l, g, map, i / map.citr);
+    if (dead_nonzero && !e.mapped.ignored_rows) return false;
+  }
+  return dead_nonzero == e.mapped.ignored_rows;
+}
 
 const MappedWeights& mapped_weights(const LayerContext& ctx, const ConvGeometry& g,
                                     const Mapping& map, std::uint64_t blob_bytes,
@@ -441,14 +500,15 @@ const MappedWeights& mapped_weights(const LayerContext& ctx, const ConvGeometry&
   }
   // The blob is compared in DRAM (the range was checked by the caller), not copied out first.
   Dram& dram = ctx.dram;
+  const BlobLayout layout = blob_layout(ctx, g, map);
   const auto matches = [&](const WeightCacheEntry& e) {
-    return e.key == key && e.blob.size() == blob_bytes;
+    return e.key == key && e.blob_bytes == blob_bytes;
   };
   for (Record& r : records) {
     if (!matches(*r.entry)) continue;
     if (r.dram_id == dram.id() && dram.unwritten_since(weight_start, blob_bytes, r.stamp))
       return r.entry->mapped;
-    if (dram.equals(weight_start, r.entry->blob, "weight read")) {
+    if (same_blob(dram, weight_start, *r.entry, layout, g, map)) {
       r.dram_id = dram.id(), r.stamp = dram.write_stamp();
       return r.entry->mapped;
     }
@@ -457,19 +517,21 @@ const MappedWeights& mapped_weights(const LayerContext& ctx, const ConvGeometry&
   const std::lock_guard lock(store.mutex);
   std::shared_ptr<const WeightCacheEntry> found;
   for (const auto& e : store.entries)
-    if (matches(*e) && dram.equals(weight_start, e->blob, "weight read")) {
+    if (matches(*e) && same_blob(dram, weight_start, *e, layout, g, map)) {
       found = e;
       break;
     }
   if (!found) {
     auto e = std::make_shared<WeightCacheEntry>();
     e->key = key;
-    e->blob.resize(blob_bytes);
-    dram.read(weight_start, e->blob, "weight read");
+    e->blob_bytes = blob_bytes;
+    const std::span blob(reused_room<std::uint8_t, BlobTag>(blob_bytes), blob_bytes);
+    dram.read(weight_start, blob, "weight read");  // every byte of it
     if (dense)
-      map_dense(ctx, g, map, e->blob, in_channels, e->mapped);
+      map_dense(ctx, g, map, blob, in_channels, e->mapped);
     else
-      map_connections(ctx, g, map, e->blob, in_channels, e->mapped);
+      map_connections(ctx, g, map, blob, in_channels, e->mapped);
+    e->live = live_bytes(blob, layout);
     if (store.bytes + blob_bytes > kMaxCachedBlobBytes) {
       store.entries.clear();
       store.bytes = 0;

@@ -574,6 +574,9 @@ TEST(Conv, NonZeroBytesInRowsBeyondTheKernelAreWarnedAndIgnored) {
     int kern, row, a, b;
     bool warned;
   };
+  // Each case runs on a fresh board with the same live bytes, so each also checks the kept
+  // weights' compare across boards (device/conv.cpp same_blob): a mapping kept from a blob whose
+  // dead rows were all zero must not serve one with a non-zero byte there, nor the other way.
   for (const Case c :
        {Case{"clean", -1, 0, 0, 0, false}, Case{"fold 0, row 0, channel 7", 0, 0, 2, 7, true},
         Case{"fold 0, row 7, channel 0", 0, 7, 4, 0, true},
