@@ -296,41 +296,36 @@ bool map_weights(const LayerContext& ctx, const ConvGeometry& g, const Mapping& 
       if (!ignored_rows) ignored_rows = dead_rows_nonzero(base, layout, g, map, kern);
       // The PE (a, b) holds the same (output, input) channel pair in every row, so the pair is
       // worked out once (add's channel checks with it) and its rows, the taps, are read down the
-      // block. The mode is a compile-time constant of the loop: this runs once per weight byte.
-      auto pairs = [&](auto mode) {
-        for (std::uint64_t a = 0; a < map.chan_dim; ++a)
-          for (std::uint64_t b = 0; b < real_b; ++b) {
-            const std::uint64_t k = k0 + b;
-            std::uint64_t c = 0;
-            if constexpr (mode() == ConvMode::kRegular) c = chan * map.chan_dim + a;
-            if constexpr (mode() == ConvMode::kDepthwise) c = kern * map.chan_dim + a;
-            if constexpr (mode() == ConvMode::kChannelDuplicate) c = chan;
-            if constexpr (mode() == ConvMode::kDepthwise16) c = kern * map.kern_dim + b;
-            if (c >= in_channels) continue;
-            for (std::uint64_t row = dead_rows; row < rows; ++row) {
-              const std::uint64_t srow = rows - 1 - row;  // rows are stored bottom PE row first
-              const auto w =
-                  static_cast<std::int8_t>(base[(row * map.chan_dim + a) * map.kern_dim + b]);
-              if (w != 0) set(k, c, chan, srow, w);
-            }
-          }
-      };
+      // block. This runs once per weight byte: the mode's input channel, c = c0 + a * da + b * db,
+      // is set up once per fold.
+      std::uint64_t c0 = 0, da = 0, db = 0;
       switch (map.mode) {
-        case ConvMode::kRegular:
-          pairs(std::integral_constant<ConvMode, ConvMode::kRegular>{});
+        case ConvMode::kRegular:  // engine a reads channel a of the channel group
+          c0 = chan * map.chan_dim, da = 1;
           break;
-        case ConvMode::kDepthwise:
-          pairs(std::integral_constant<ConvMode, ConvMode::kDepthwise>{});
+        case ConvMode::kDepthwise:  // engine a reads channel kern * N_SA + a (14.1)
+          c0 = kern * map.chan_dim, da = 1;
           break;
-        case ConvMode::kChannelDuplicate:
-          pairs(std::integral_constant<ConvMode, ConvMode::kChannelDuplicate>{});
+        case ConvMode::kChannelDuplicate:  // every engine sees channel `chan`
+          c0 = chan;
           break;
-        case ConvMode::kDepthwise16:
-          pairs(std::integral_constant<ConvMode, ConvMode::kDepthwise16>{});
+        case ConvMode::kDepthwise16:  // column b reads channel kern * N_SA + b
+          c0 = kern * map.kern_dim, db = 1;
           break;
         case ConvMode::kPointwise16:
           break;
       }
+      for (std::uint64_t a = 0; a < map.chan_dim; ++a)
+        for (std::uint64_t b = 0; b < real_b; ++b) {
+          const std::uint64_t k = k0 + b, c = c0 + a * da + b * db;
+          if (c >= in_channels) continue;
+          for (std::uint64_t row = dead_rows; row < rows; ++row) {
+            const std::uint64_t srow = rows - 1 - row;  // rows are stored bottom PE row first
+            const auto w =
+                static_cast<std::int8_t>(base[(row * map.chan_dim + a) * map.kern_dim + b]);
+            if (w != 0) set(k, c, chan, srow, w);
+          }
+        }
     }
   }
   return ignored_rows;
