@@ -100,8 +100,10 @@ std::size_t InputFile::read(std::uint8_t* out, std::size_t n, const std::string&
   return got;
 }
 
-Bytes read_file_bytes(const std::string& path, std::uint64_t max_bytes) {
-  const InputFile f(path, max_bytes);
+namespace {
+
+// All of `f` (open and checked, read from its start) into a vector.
+Bytes read_whole(const InputFile& f, const std::string& path, std::uint64_t max_bytes) {
   Bytes bytes(static_cast<std::size_t>(f.size()));
   std::size_t got = f.read(bytes.data(), bytes.size(), path);
   // The file may have grown since fstat: read on, still bounded. A probe first, so the usual
@@ -117,6 +119,12 @@ Bytes read_file_bytes(const std::string& path, std::uint64_t max_bytes) {
   return bytes;
 }
 
+}  // namespace
+
+Bytes read_file_bytes(const std::string& path, std::uint64_t max_bytes) {
+  return read_whole(InputFile(path, max_bytes), path, max_bytes);
+}
+
 SharedBytes read_file_shared(const std::string& path, std::uint64_t max_bytes) {
   constexpr std::uint64_t kMapFrom = std::uint64_t{8} << 20;
   const InputFile f(path, max_bytes);
@@ -124,7 +132,7 @@ SharedBytes read_file_shared(const std::string& path, std::uint64_t max_bytes) {
   void* memory = size >= kMapFrom ? ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
                                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0)
                                   : MAP_FAILED;
-  if (memory == MAP_FAILED) return read_file_bytes(path, max_bytes);
+  if (memory == MAP_FAILED) return read_whole(f, path, max_bytes);
   std::shared_ptr<const void> owner(
       memory, [size](const void* p) { ::munmap(const_cast<void*>(p), size); });
   auto* bytes = static_cast<std::uint8_t*>(memory);
