@@ -228,12 +228,17 @@ BlobLayout blob_layout(const LayerContext& ctx, const ConvGeometry& g, const Map
   return l;
 }
 
+// How many of kernel iteration `kern`'s kern_dim output channels are real (< KN), not padding.
+std::uint64_t real_kernels(const ConvGeometry& g, const Mapping& map, std::uint64_t kern) {
+  const std::uint64_t k0 = kern * map.kern_dim;
+  return g.kn > k0 ? std::min<std::uint64_t>(map.kern_dim, g.kn - k0) : 0;
+}
+
 // Whether the dead bytes of the fold block at `base` (kernel iteration `kern`) hold a non-zero
 // byte of a real output channel: the "ignored rows" warning (warn_ignored_rows).
 bool dead_rows_nonzero(const std::uint8_t* base, const BlobLayout& l, const ConvGeometry& g,
                        const Mapping& map, std::uint64_t kern) {
-  const std::uint64_t k0 = kern * map.kern_dim;
-  const std::uint64_t real_b = g.kn > k0 ? std::min<std::uint64_t>(map.kern_dim, g.kn - k0) : 0;
+  const std::uint64_t real_b = real_kernels(g, map, kern);
   if (real_b == 0 || l.dead_bytes == 0) return false;
   if (real_b == map.kern_dim) {  // every output channel of the fold is real: whole words
     std::uint64_t any = 0, i = 0;
@@ -263,11 +268,7 @@ bool map_weights(const LayerContext& ctx, const ConvGeometry& g, const Mapping& 
   auto add = [&](std::uint64_t k, std::uint64_t c, std::uint64_t chan_iter, std::uint64_t tap,
                  std::int8_t w) {
     if (w == 0 || k >= g.kn) return;  // padded kernels: their outputs are written as 0 anyway
-    if (tap >= taps) {
-      ignored_rows = true;
-      return;
-    }
-    if (c >= in_channels) return;  // beyond the channels the image region holds
+    if (c >= in_channels) return;     // beyond the channels the image region holds
     set(k, c, chan_iter, tap, w);
   };
   // One fold's ROW x COLS x N_SA bytes (ROW x chan_dim x kern_dim except in the pointwise mode,
@@ -291,8 +292,7 @@ bool map_weights(const LayerContext& ctx, const ConvGeometry& g, const Mapping& 
       // PE rows whose tap is beyond the kernel's (row < dead_rows: a 1x1 kernel leaves 8 of 9
       // rows, most of resnet50's blob bytes) are only looked at for the warning.
       const std::uint64_t dead_rows = rows > taps ? rows - taps : 0;
-      const std::uint64_t k0 = kern * map.kern_dim;
-      const std::uint64_t real_b = g.kn > k0 ? std::min<std::uint64_t>(map.kern_dim, g.kn - k0) : 0;
+      const std::uint64_t k0 = kern * map.kern_dim, real_b = real_kernels(g, map, kern);
       if (!ignored_rows) ignored_rows = dead_rows_nonzero(base, layout, g, map, kern);
       // The PE (a, b) holds the same (output, input) channel pair in every row, so the pair is
       // worked out once (add's channel checks with it) and its rows, the taps, are read down the
