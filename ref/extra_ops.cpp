@@ -168,6 +168,27 @@ Outputs pad(const ir::Node& node, const OpInputs& in) {
     });
   }
   const auto strides = row_major_strides(x.shape);
+  const bool cropping = std::any_of(pads.begin(), pads.end(), [](std::int64_t p) { return p < 0; });
+  if (mode == "constant" && !cropping) {
+    // The fill everywhere, then each input row (the last axis) copied to its place.
+    const std::int64_t out_count = ir::element_count(shape);
+    for (std::int64_t i = 0; i < out_count; ++i)
+      copy_bytes(out.data.data() + i * size, fill.data(), size);
+    const auto out_strides = row_major_strides(shape);
+    const std::int64_t row = rank ? x.shape[rank - 1] : 1, count = ir::element_count(x.shape);
+    std::vector<std::int64_t> idx(rank, 0);
+    for (std::int64_t i = 0; i < count; i += row) {
+      std::int64_t dst = 0;
+      for (std::int64_t d = 0; d < rank; ++d) dst += (idx[d] + pads[d]) * out_strides[d];
+      copy_bytes(out.data.data() + dst * size, x.data.data() + i * size,
+                 static_cast<std::size_t>(row) * size);
+      for (std::int64_t d = rank - 2; d >= 0; --d) {
+        if (++idx[d] < x.shape[d]) break;
+        idx[d] = 0;
+      }
+    }
+    return one(std::move(out));
+  }
   for_each_index(shape, [&](std::int64_t i, const std::vector<std::int64_t>& idx) {
     std::int64_t src = 0;
     for (std::int64_t d = 0; d < rank; ++d) {
