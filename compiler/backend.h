@@ -23,6 +23,8 @@ enum class TensorKind {
   kVector,        // int8 FC vector, ceil_mod(K, 32) bytes
 };
 const char* kind_name(TensorKind k);
+// One OpWidth-4 word (8 channels x 4 pixels of int32): where int32 tensors start in DRAM.
+constexpr std::uint64_t kInt32WordBytes = 128;
 
 struct DeviceTensor {
   std::string name;

@@ -34,10 +34,14 @@ void allocate_buffers(const Context& ctx, DeviceProgram& prog) {
       if (p.from <= t->last_used_at && t->produced_at <= p.to)
         busy.push_back({p.offset, p.offset + p.bytes});
     std::sort(busy.begin(), busy.end());
+    // int32 partial sums start on an OpWidth-4 word (128 bytes; the arena starts on one too,
+    // assign_addresses), so no word of them straddles a DRAM page of the device model, whose
+    // one-pass tail writes and reads them a word at a time.
+    const std::uint64_t align = t->kind == TensorKind::kActivation32 ? kInt32WordBytes : 32;
     std::uint64_t offset = 0;
     for (const auto& [b, e] : busy) {
       if (offset + t->buffer_bytes() <= b) break;
-      offset = std::max(offset, ceil_mod(e, 32));
+      offset = std::max(offset, ceil_mod(e, align));
     }
     t->arena_offset = offset;
     placed.push_back({offset, t->buffer_bytes(), t->produced_at, t->last_used_at});

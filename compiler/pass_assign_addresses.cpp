@@ -40,7 +40,11 @@ void assign_addresses(const Context& ctx, DeviceProgram& prog) {
     blob.address = static_cast<std::uint32_t>(std::min<std::uint64_t>(cursor, 0xFFFFFFFFu));
     cursor += blob.bytes.size();
   }
-  cursor = ceil_mod(cursor, 32);
+  // allocate_buffers puts int32 tensors on OpWidth-4 words of the arena: it starts on one then.
+  const bool int32_tensors =
+      std::any_of(prog.tensors.begin(), prog.tensors.end(),
+                  [](const auto& e) { return e.second.kind == TensorKind::kActivation32; });
+  cursor = ceil_mod(cursor, int32_tensors ? kInt32WordBytes : 32);
   prog.arena_address = static_cast<std::uint32_t>(std::min<std::uint64_t>(cursor, 0xFFFFFFFFu));
   for (auto& [name, t] : prog.tensors)
     if (t.alias_of.empty())
