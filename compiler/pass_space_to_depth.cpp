@@ -18,6 +18,11 @@
 // The padded image is made exactly s (OH - 1 + ceil(kh/s)) high (and likewise wide); a conv whose
 // padding would have to shrink for that, or whose rewritten form still cannot run on the Gati,
 // stays on the host with assign_devices' reason.
+//
+// A conv already on the device is rewritten the same way when the host makes its input (a first
+// layer: the host rearranges what it sends anyway) and the rewritten kernel splits into fewer
+// pieces (kernel_split): resnet's 7x7 stride-2 stem over 3 channels is 7 one-row pieces on 9,8,8
+// with int32 partial sums through DRAM between them, and a 4x4 conv over 12 channels is 4.
 #include "compiler/passes.h"
 
 #include <fmt/format.h>
@@ -47,10 +52,15 @@ void space_to_depth(Context& ctx) {
                           ? std::vector<std::int64_t>{0, 0, 0, 0}
                           : n.get_ints("pads", {0, 0, 0, 0});
     const auto ap = n.get_string("auto_pad", "NOTSET");
-    if (!onnx || n.op_type != "QLinearConv" || ctx.on_device(n.name) || !x ||
+    // A conv on the device is rewritten only when the host makes its input (no extra transfer)
+    // and the rewritten kernel splits into fewer pieces (resnet's 7x7 stride-2 stem below).
+    const ir::Node* producer = x ? g.producer(x->name) : nullptr;
+    const bool device = ctx.on_device(n.name);
+    const bool host_fed = !producer || !ctx.on_device(producer->name);
+    if (!onnx || n.op_type != "QLinearConv" || (device && !host_fed) || !x ||
         x->dtype != ir::DType::kInt8 || x->shape.size() != 4 || !w || !w->is_constant() ||
-        w->dtype != ir::DType::kInt8 || w->shape.size() != 4 || w->shape[3] <= arch.rows ||
-        n.get_int("group", 1) != 1 ||
+        w->dtype != ir::DType::kInt8 || w->shape.size() != 4 ||
+        (!device && w->shape[3] <= arch.rows) || n.get_int("group", 1) != 1 ||
         n.get_ints("dilations", {1, 1}) != std::vector<std::int64_t>{1, 1} ||
         (ap != "NOTSET" && ap != "VALID") || strides.size() != 2 || strides[0] != strides[1] ||
         strides[0] < 2 || pads.size() != 4) {
@@ -70,10 +80,19 @@ void space_to_depth(Context& ctx) {
       out.push_back(n);
       continue;
     }
+    const std::int64_t pieces = kernel_split(C, kh, kw, oh * ow, arch).pieces();
+    const std::int64_t s2d_pieces = kernel_split(s * s * C, kbh, kbw, oh * ow, arch).pieces();
+    if (device && s2d_pieces >= pieces) {
+      out.push_back(n);
+      continue;
+    }
+    const std::string reason =
+        device ? fmt::format("{} kernel-split pieces instead of {}", s2d_pieces, pieces)
+               : fmt::format("the kernel is wider than the {} array has rows", arch.str());
     const std::string why = fmt::format(
         "{}x{} stride-{} conv as a {}x{} stride-1 conv over the space-to-depth image ({} -> {} "
-        "channels, {}x{}; the kernel is wider than the {} array has rows; space_to_depth)",
-        kh, kw, s, kbh, kbw, C, s * s * C, hs, ws, arch.str());
+        "channels, {}x{}; {}; space_to_depth)",
+        kh, kw, s, kbh, kbw, C, s * s * C, hs, ws, reason);
     auto host_node = [&](const std::string& op, const std::string& tag) {
       ir::Node h;
       h.op_type = op;

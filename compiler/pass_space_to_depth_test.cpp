@@ -1,5 +1,6 @@
-// space_to_depth (pass 5b): a strided conv whose kernel is wider than the array has rows runs as
-// a stride-1 conv over the space-to-depth image. Exactness against independent computations: the
+// space_to_depth (pass 5b): a strided conv whose kernel is wider than the array has rows, or a
+// host-fed device conv whose kernel splits into fewer pieces that way (resnet's stem), runs as a
+// stride-1 conv over the space-to-depth image. Exactness against independent computations: the
 // reference executor's own 11x11 stride-4 QLinearConv on the graph before the rewrite (the
 // rewritten graph's Pad/Reshape/Transpose and 3x3 conv must give the same int8 values), and the
 // device model on the committed AlexNet-like fixture (fixtures/wide_kernel/make_wide_kernel.py).
@@ -103,6 +104,67 @@ TEST(SpaceToDepth, LeavesConvsTheArrayCanSplitAndUnstridedWideKernelsAlone) {
   for (const auto& g : {wide_conv(20, 20, 7, 4, 3, 4), wide_conv(20, 20, 11, 1, 5, 4)}) {
     const Context ctx = rewritten(g);
     EXPECT_EQ(ctx.graph.nodes.size(), 1u);
+  }
+}
+
+TEST(SpaceToDepth, AHostFedStrideTwoStemOnTheDeviceRunsAsFewerPiecesBitExact) {
+  // resnet's stem: 7x7 stride 2 pad 3 over 3 channels is 7 one-row pieces on 9,8,8 (int32
+  // partial sums through DRAM between them). Over the space-to-depth image it is a 4x4 kernel on
+  // 12 channels: 2 channel groups x 2 row bands = 4 pieces (on 9,4,4: 3 x 2 = 6 instead of 7).
+  // 36x35 outputs, more than 1024, so the channel groups are needed (split_kernels).
+  const ir::Graph before = wide_conv(72, 70, 7, 2, 3, 16);
+  EXPECT_EQ(kernel_split(3, 7, 7, 36 * 35, isa::kArch9x8x8).pieces(), 7);
+  EXPECT_EQ(kernel_split(12, 4, 4, 36 * 35, isa::kArch9x8x8).pieces(), 4);
+  EXPECT_EQ(kernel_split(12, 4, 4, 36 * 35, isa::kArch9x4x4).pieces(), 6);
+  Context ctx;
+  ctx.graph = before;
+  ctx.place("conv", Placement::kDevice, "as assign_devices leaves it");
+  space_to_depth(ctx);
+  ASSERT_EQ(ctx.graph.nodes.size(), 5u);
+  const ir::Node& conv = ctx.graph.nodes.back();
+  EXPECT_TRUE(ctx.on_device("conv"));
+  EXPECT_EQ(conv.get_ints("kernel_shape", {}), (std::vector<std::int64_t>{4, 4}));
+  EXPECT_EQ(ctx.graph.tensor(conv.inputs[0]).shape[1], 12);
+  for (std::size_t i = 0; i + 1 < ctx.graph.nodes.size(); ++i)
+    EXPECT_FALSE(ctx.on_device(ctx.graph.nodes[i].name)) << ctx.graph.nodes[i].name;
+
+  // Compiled whole, the device's int8 outputs equal the reference executor's on the lowered
+  // graph before split_kernels: one 4x4 GatiConv, with the Gati's requantization, over the
+  // space-to-depth image of the host's Pad/Reshape/Transpose/Reshape. (The rewrite itself is
+  // checked first: the 4x4 QLinearConv gives the 7x7 one's outputs on the reference.)
+  for (const isa::SaArch& arch : {isa::kArch9x8x8, isa::kArch9x4x4}) {
+    SCOPED_TRACE(arch.str());
+    CompileOptions opt;
+    opt.arch = arch;
+    const CompileResult r = compile(before, opt);
+    EXPECT_EQ(r.program.layers.size(), arch == isa::kArch9x8x8 ? 4u : 6u);
+    const ir::Graph unsplit = lower_unsplit(before, opt).graph;
+    for (unsigned seed : {3u, 4u}) {
+      std::mt19937 rng(seed);
+      std::vector<std::int8_t> v(3 * 72 * 70);
+      for (auto& e : v) e = static_cast<std::int8_t>(static_cast<int>(rng() % 256) - 128);
+      const ref::TensorMap sample{{"x", testing::int8_tensor("x", {1, 3, 72, 70}, v)}};
+      EXPECT_EQ(ref::run_graph(before, sample).at("y").data,
+                ref::run_graph(ctx.graph, sample).at("y").data);
+      const auto dev = testing::run_on_device(r, testing::device_inputs(r, sample));
+      const ir::Tensor want = ref::run_graph(unsplit, sample).at("y");
+      EXPECT_EQ(dev.at("y"), std::vector<std::int8_t>(want.as<std::int8_t>(),
+                                                      want.as<std::int8_t>() + want.data.size()));
+    }
+  }
+}
+
+TEST(SpaceToDepth, LeavesDeviceConvsWithoutFewerPiecesAlone) {
+  // A 3x3 stride-2 conv is one piece either way; a 5x5 stride-2 conv is 5 pieces, and over the
+  // space-to-depth image (3x3 on 12 channels, one piece per channel group and too few outputs
+  // for groups) 1: taken. Its 3x3 stride-2 neighbour is not.
+  for (const auto& [g, rewritten_nodes] : {std::pair{wide_conv(20, 20, 3, 2, 1, 4), 1u},
+                                           std::pair{wide_conv(20, 20, 5, 2, 2, 4), 5u}}) {
+    Context ctx;
+    ctx.graph = g;
+    ctx.place("conv", Placement::kDevice, "as assign_devices leaves it");
+    space_to_depth(ctx);
+    EXPECT_EQ(ctx.graph.nodes.size(), rewritten_nodes);
   }
 }
 

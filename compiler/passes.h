@@ -27,8 +27,9 @@
 //                            so does a final LeakyReLU whose EltWise form differs from
 //                            onnxruntime's table (exact ties)
 //  5b. space_to_depth        a strided conv whose kernel is wider than the array has rows
-//  (alexnet's
-//                            11x11 s4) -> a stride-1 conv over the host's space-to-depth image
+//                            (alexnet's 11x11 s4), or a host-fed device conv that splits into
+//                            fewer pieces so (resnet's 7x7 s2 stem) -> a stride-1 conv over the
+//                            host's space-to-depth image
 //   6. partition             the ordered host/device segments (a segment index per node), small
 //                            device islands whose transfers cost more than they buy to the host;
 //                            run again after pass 13 to give the lowered nodes their segments
@@ -47,6 +48,7 @@
 //                            concatenated on the host), or per-tensor weights; by error bound
 //                            (--weight-scales) and cycles
 //  11. split_kernels         kernels taller than the array -> row bands accumulated via acc input
+//                            (per N_SA channel group when the accumulant is needed twice)
 //  12. pad_kernel_iterations 9,4,4: a conv (depthwise too) before a conv padded to an even
 //                            KernelItr (erratum)
 //  13. check_limits          field widths, stride, width; remaining errata refused
@@ -96,6 +98,16 @@ void split_grouped_convs(Context& ctx);
 bool is_device_view(const ir::Node& n);
 void split_channel_scales(Context& ctx);
 void split_kernels(Context& ctx);
+// How split_kernels cuts a conv with `channels` input channels, a kh x kw kernel and
+// `out_pixels` output pixels: `bands` bands of up to `band` kernel rows for each of `groups`
+// groups of up to `group_channels` input channels (one group unless the accumulant would be
+// needed twice). A kernel of at most 3x3 is one piece.
+struct KernelSplit {
+  std::int64_t band = 1, bands = 1, group_channels = 0, groups = 1;
+  std::int64_t pieces() const { return bands * groups; }
+};
+KernelSplit kernel_split(std::int64_t channels, std::int64_t kh, std::int64_t kw,
+                         std::int64_t out_pixels, const isa::SaArch& arch);
 void pad_kernel_iterations(Context& ctx);
 void check_limits(Context& ctx);
 
