@@ -152,7 +152,7 @@ Outputs pad(const ir::Node& node, const OpInputs& in) {
     if (mode != "constant" && x.shape[d] == 0 && shape[d] > 0)
       fail("cannot {}-pad an empty axis", mode);
   }
-  Tensor out = ir::make_tensor(x.dtype, shape);
+  Tensor out = in.output(0, x.dtype, shape);
   const std::size_t size = ir::dtype_size(x.dtype);
   std::vector<std::uint8_t> fill(size, 0);
   if (const Tensor* v = in.optional(2)) {
@@ -172,8 +172,14 @@ Outputs pad(const ir::Node& node, const OpInputs& in) {
   if (mode == "constant" && !cropping) {
     // The fill everywhere, then each input row (the last axis) copied to its place.
     const std::int64_t out_count = ir::element_count(shape);
-    for (std::int64_t i = 0; i < out_count; ++i)
-      copy_bytes(out.data.data() + i * size, fill.data(), size);
+    if (std::all_of(fill.begin(), fill.end(), [](std::uint8_t b) { return b == 0; })) {
+      // out starts zeroed
+    } else if (size == 1) {
+      std::memset(out.data.data(), fill[0], static_cast<std::size_t>(out_count));
+    } else {
+      for (std::int64_t i = 0; i < out_count; ++i)
+        copy_bytes(out.data.data() + i * size, fill.data(), size);
+    }
     const auto out_strides = row_major_strides(shape);
     const std::int64_t row = rank ? x.shape[rank - 1] : 1, count = ir::element_count(x.shape);
     std::vector<std::int64_t> idx(rank, 0);

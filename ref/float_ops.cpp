@@ -426,7 +426,7 @@ Outputs transpose(const ir::Node& node, const OpInputs& in) {
   }
   ir::Shape shape(rank);
   for (std::size_t i = 0; i < rank; ++i) shape[i] = x.shape[perm[i]];
-  Tensor out = ir::make_tensor(x.dtype, shape);
+  Tensor out = in.output(0, x.dtype, shape);
   // Input strides seen in output axis order.
   std::vector<std::int64_t> in_strides(rank), strides(rank);
   for (std::int64_t i = static_cast<std::int64_t>(rank) - 1, s = 1; i >= 0; --i)
@@ -596,7 +596,7 @@ Outputs slice(const ir::Node& node, const OpInputs& in) {
     shape[a] = s > 0 ? std::max<std::int64_t>(0, (e - b + s - 1) / s)
                      : std::max<std::int64_t>(0, (b - e - s - 1) / -s);
   }
-  Tensor out = ir::make_tensor(x.dtype, shape);
+  Tensor out = in.output(0, x.dtype, shape);
   const std::size_t size = ir::dtype_size(x.dtype);
   std::vector<std::int64_t> in_strides(rank);
   for (std::int64_t i = rank - 1, s = 1; i >= 0; --i) in_strides[i] = s, s *= x.shape[i];
