@@ -3,6 +3,7 @@
 // shapes. Inputs are random int8 (`signed`) or random 0..127 (`relu`: what a layer after a ReLU
 // reads, where the AVX2 level may take its u8 path). Rates are of CPU time.
 #include "common/cpu.h"
+#include "common/parallel.h"
 #include "device/conv_kernels.h"
 #include "device/conv_winograd.h"
 #include "device/depthwise.h"
@@ -15,6 +16,10 @@
 #include <vector>
 
 namespace {
+
+// Figures per thread, for the whole npukit_device_bench binary: the pool would otherwise split
+// each call over every core, while Google Benchmark's CPU time counts the calling thread only.
+[[maybe_unused]] const bool kOneThread = (npukit::set_thread_count(1), true);
 
 using namespace npukit::device::conv_kernels;
 
