@@ -1,10 +1,13 @@
 // split_kernels and check_limits on small lowered graphs.
 #include "common/error.h"
+#include "compiler/device_run.h"
 #include "compiler/geometry.h"
 #include "compiler/passes.h"
 #include "compiler/test_graphs.h"
 
 #include <gtest/gtest.h>
+
+#include <random>
 
 namespace npukit::compiler {
 namespace {
@@ -67,6 +70,53 @@ TEST(SplitKernels, FiveByFiveBecomesFiveRowPiecesOn9x8x8) {
       ASSERT_EQ(n.inputs.size(), 4u);
       EXPECT_EQ(n.inputs[3], ctx.graph.nodes[p - 1].outputs[0]);
     }
+  }
+}
+
+TEST(SplitKernels, WideInputsWithManyOutputsSplitByChannelGroupIntoViewsBitExact) {
+  // A 5x5 conv over 16 channels with 40x40 = 1600 outputs: row pieces over all 16 channels would
+  // need the accumulant region for their channel iterations and for the previous piece's sums
+  // at once, which v16 cannot give. Per 8-channel group (a view of the device-made input, no
+  // copy) it is 5 one-row pieces each, 10 chained through int32 sums.
+  GraphBuilder b;
+  b.input("x", ir::DType::kInt8, {1, 3, 40, 40});
+  std::mt19937 rng(11);
+  auto weights = [&](std::size_t n) {
+    std::vector<std::int8_t> w(n);
+    for (auto& e : w) e = static_cast<std::int8_t>(static_cast<int>(rng() % 255) - 127);
+    return w;
+  };
+  auto a = b.relu("relu_a", b.qconv("a", "x", 0.05f, weights(16 * 3 * 9), {16, 3, 3, 3}, 0.01f,
+                                    0.08f, std::vector<std::int32_t>(16, 100), {1, 1, 1, 1}));
+  auto y = b.qconv("conv", a, 0.08f, weights(16 * 16 * 25), {16, 16, 5, 5}, 0.01f, 0.6f,
+                   std::vector<std::int32_t>(16, -300), {2, 2, 2, 2});
+  b.g.outputs = {b.relu("relu", y)};
+  const Context ctx = lowered(b.g);
+  std::vector<std::string> pieces, views;
+  for (const auto& n : ctx.graph.nodes) {
+    if (n.op_type == "Slice") views.push_back(n.name);
+    if (n.op_type == "GatiConv" && n.name != "a") pieces.push_back(n.name);
+  }
+  EXPECT_EQ(views, (std::vector<std::string>{"conv_in0", "conv_in8"}));
+  ASSERT_EQ(pieces.size(), 10u);
+  EXPECT_EQ(pieces.front(), "conv_channels0_rows0_1");
+  EXPECT_EQ(pieces[5], "conv_channels8_rows0_1");
+  EXPECT_EQ(pieces.back(), "conv");
+  for (const auto& v : views) EXPECT_TRUE(ctx.on_device(v)) << v;
+
+  // Compiled whole: the device's outputs equal the reference executor's on the lowering before
+  // split_kernels (one 5x5 GatiConv over all 16 channels).
+  const CompileResult r = compile(b.g, {});
+  for (unsigned seed : {1u, 2u}) {
+    std::mt19937 in_rng(seed);
+    std::vector<std::int8_t> v(3 * 40 * 40);
+    for (auto& e : v) e = static_cast<std::int8_t>(static_cast<int>(in_rng() % 256) - 128);
+    const ref::TensorMap sample{{"x", testing::int8_tensor("x", {1, 3, 40, 40}, v)}};
+    const auto dev_in = testing::device_inputs(r, sample);
+    const auto dev = testing::run_on_device(r, dev_in);
+    const auto ref = testing::run_lowered_on_reference(b.g, {}, r, dev_in);
+    ASSERT_FALSE(ref.empty());
+    for (const auto& [name, values] : ref) EXPECT_EQ(dev.at(name), values) << name;
   }
 }
 
