@@ -13,13 +13,6 @@ namespace npukit::ref {
 
 namespace {
 
-std::vector<std::int64_t> row_major_strides(const ir::Shape& shape) {
-  std::vector<std::int64_t> s(shape.size());
-  std::int64_t acc = 1;
-  for (std::size_t i = shape.size(); i-- > 0;) s[i] = acc, acc *= shape[i];
-  return s;
-}
-
 // Calls fn(out_index, idx) over every multi-index of `shape`.
 template <typename Fn>
 void for_each_index(const ir::Shape& shape, Fn&& fn) {
@@ -170,29 +163,22 @@ Outputs pad(const ir::Node& node, const OpInputs& in) {
   const auto strides = row_major_strides(x.shape);
   const bool cropping = std::any_of(pads.begin(), pads.end(), [](std::int64_t p) { return p < 0; });
   if (mode == "constant" && !cropping) {
-    // The fill everywhere, then each input row (the last axis) copied to its place.
-    const std::int64_t out_count = ir::element_count(shape);
-    if (std::all_of(fill.begin(), fill.end(), [](std::uint8_t b) { return b == 0; })) {
-      // out starts zeroed
-    } else if (size == 1) {
-      std::memset(out.data.data(), fill[0], static_cast<std::size_t>(out_count));
-    } else {
-      for (std::int64_t i = 0; i < out_count; ++i)
-        copy_bytes(out.data.data() + i * size, fill.data(), size);
+    // The fill everywhere (out starts zeroed), then each input row copied to its place.
+    if (std::any_of(fill.begin(), fill.end(), [](std::uint8_t b) { return b != 0; })) {
+      const std::int64_t out_count = ir::element_count(shape);
+      if (size == 1)
+        std::memset(out.data.data(), fill[0], static_cast<std::size_t>(out_count));
+      else
+        for (std::int64_t i = 0; i < out_count; ++i)
+          copy_bytes(out.data.data() + i * size, fill.data(), size);
     }
     const auto out_strides = row_major_strides(shape);
-    const std::int64_t row = rank ? x.shape[rank - 1] : 1, count = ir::element_count(x.shape);
-    std::vector<std::int64_t> idx(rank, 0);
-    for (std::int64_t i = 0; i < count; i += row) {
+    const std::size_t row_bytes = static_cast<std::size_t>(rank ? x.shape[rank - 1] : 1) * size;
+    for_each_row(x.shape, [&](std::int64_t first, const std::vector<std::int64_t>& idx) {
       std::int64_t dst = 0;
       for (std::int64_t d = 0; d < rank; ++d) dst += (idx[d] + pads[d]) * out_strides[d];
-      copy_bytes(out.data.data() + dst * size, x.data.data() + i * size,
-                 static_cast<std::size_t>(row) * size);
-      for (std::int64_t d = rank - 2; d >= 0; --d) {
-        if (++idx[d] < x.shape[d]) break;
-        idx[d] = 0;
-      }
-    }
+      copy_bytes(out.data.data() + dst * size, x.data.data() + first * size, row_bytes);
+    });
     return one(std::move(out));
   }
   for_each_index(shape, [&](std::int64_t i, const std::vector<std::int64_t>& idx) {

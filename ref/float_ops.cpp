@@ -427,33 +427,24 @@ Outputs transpose(const ir::Node& node, const OpInputs& in) {
   ir::Shape shape(rank);
   for (std::size_t i = 0; i < rank; ++i) shape[i] = x.shape[perm[i]];
   Tensor out = in.output(0, x.dtype, shape);
-  // Input strides seen in output axis order.
-  std::vector<std::int64_t> in_strides(rank), strides(rank);
-  for (std::int64_t i = static_cast<std::int64_t>(rank) - 1, s = 1; i >= 0; --i)
-    in_strides[i] = s, s *= x.shape[i];
+  // Input strides seen in output axis order; a row of the output steps through the input by
+  // the last of them.
+  const auto in_strides = row_major_strides(x.shape);
+  std::vector<std::int64_t> strides(rank);
   for (std::size_t i = 0; i < rank; ++i) strides[i] = in_strides[perm[i]];
   const std::size_t size = ir::dtype_size(x.dtype);
-  // Row by row along the output's last axis: one input stride per step inside a row.
-  const std::int64_t count = ir::element_count(shape);
   const std::int64_t row = rank ? shape[rank - 1] : 1, step = rank ? strides[rank - 1] : 1;
-  std::vector<std::int64_t> idx(rank, 0);
-  std::int64_t src = 0;
-  for (std::int64_t i = 0; i < count; i += row) {
-    std::uint8_t* dst = out.data.data() + i * size;
+  for_each_row(shape, [&](std::int64_t first, const std::vector<std::int64_t>& idx) {
+    std::int64_t src = 0;
+    for (std::size_t d = 0; d < rank; ++d) src += idx[d] * strides[d];
+    std::uint8_t* dst = out.data.data() + first * size;
     const std::uint8_t* from = x.data.data() + src * size;
     if (size == 1)  // int8 and bool, the usual data-movement case
       for (std::int64_t j = 0; j < row; ++j) dst[j] = from[j * step];
     else
       for (std::int64_t j = 0; j < row; ++j)
         copy_bytes(dst + j * size, from + j * step * static_cast<std::int64_t>(size), size);
-    for (std::int64_t d = static_cast<std::int64_t>(rank) - 2; d >= 0; --d) {
-      ++idx[d];
-      src += strides[d];
-      if (idx[d] < shape[d]) break;
-      src -= strides[d] * shape[d];
-      idx[d] = 0;
-    }
-  }
+  });
   return one(std::move(out));
 }
 
@@ -598,26 +589,19 @@ Outputs slice(const ir::Node& node, const OpInputs& in) {
   }
   Tensor out = in.output(0, x.dtype, shape);
   const std::size_t size = ir::dtype_size(x.dtype);
-  std::vector<std::int64_t> in_strides(rank);
-  for (std::int64_t i = rank - 1, s = 1; i >= 0; --i) in_strides[i] = s, s *= x.shape[i];
+  const auto in_strides = row_major_strides(x.shape);
   // Row by row along the last axis (a run of bytes when its step is 1).
-  const std::int64_t count = ir::element_count(shape);
   const std::int64_t row = rank ? shape[rank - 1] : 1, inner_step = rank ? step[rank - 1] : 1;
-  std::vector<std::int64_t> idx(rank, 0);
-  for (std::int64_t i = 0; i < count; i += row) {
+  for_each_row(shape, [&](std::int64_t first, const std::vector<std::int64_t>& idx) {
     std::int64_t src = 0;
     for (std::int64_t d = 0; d < rank; ++d) src += (begin[d] + idx[d] * step[d]) * in_strides[d];
-    std::uint8_t* dst = out.data.data() + i * size;
+    std::uint8_t* dst = out.data.data() + first * size;
     if (inner_step == 1)
       copy_bytes(dst, x.data.data() + src * size, static_cast<std::size_t>(row) * size);
     else
       for (std::int64_t j = 0; j < row; ++j)
         copy_bytes(dst + j * size, x.data.data() + (src + j * inner_step) * size, size);
-    for (std::int64_t d = rank - 2; d >= 0; --d) {
-      if (++idx[d] < shape[d]) break;
-      idx[d] = 0;
-    }
-  }
+  });
   return one(std::move(out));
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -59,6 +60,31 @@ void dispatch_numeric(DType dtype, Fn&& fn) {
 // memcpy that accepts empty ranges (an empty tensor's data pointer may be null).
 inline void copy_bytes(void* dst, const void* src, std::size_t n) {
   if (n) std::memcpy(dst, src, n);
+}
+
+// Row-major strides of `shape`, in elements.
+inline std::vector<std::int64_t> row_major_strides(const ir::Shape& shape) {
+  std::vector<std::int64_t> s(shape.size());
+  std::int64_t acc = 1;
+  for (std::size_t i = shape.size(); i-- > 0;) s[i] = acc, acc *= shape[i];
+  return s;
+}
+
+// Calls fn(first, idx) for every row of `shape` along its last axis: `first` is the row's first
+// element in row-major order, idx its multi-index (last entry 0). A scalar is one row of one.
+// The data-movement kernels copy a row at a time instead of an element.
+template <typename Fn>
+void for_each_row(const ir::Shape& shape, Fn&& fn) {
+  const std::int64_t count = ir::element_count(shape);
+  const std::int64_t row = shape.empty() ? 1 : shape.back();
+  std::vector<std::int64_t> idx(shape.size(), 0);
+  for (std::int64_t first = 0; first < count; first += row) {
+    fn(first, std::as_const(idx));
+    for (std::size_t d = shape.size() - (shape.empty() ? 0 : 1); d-- > 0;) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
 }
 
 // numpy broadcasting of two shapes; throws when incompatible.
