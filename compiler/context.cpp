@@ -36,6 +36,11 @@ bool Context::on_device(const std::string& node) const {
   return it != placement.end() && it->second.placement == Placement::kDevice;
 }
 
+bool Context::made_on_device(const std::string& value) const {
+  const ir::Node* producer = graph.producer(value);
+  return producer && on_device(producer->name);
+}
+
 double ScaleShift::value() const { return static_cast<double>(scale) / std::ldexp(1.0, shift); }
 
 static ScaleShift choose(double multiplier, std::int64_t max_scale, const std::string& what) {

@@ -114,6 +114,8 @@ struct Context {
 
   void place(const std::string& node, Placement where, std::string reason);
   bool on_device(const std::string& node) const;
+  // Whether a node placed on the device makes `value` (false for model inputs and host values).
+  bool made_on_device(const std::string& value) const;
 };
 
 // ---- small helpers shared by several passes -------------------------------------------------

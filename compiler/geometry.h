@@ -11,6 +11,11 @@
 
 namespace npukit::compiler {
 
+// Output pixels the on-chip accumulator holds (accbuf_size 4096 / 4, gati.md 3.2): a conv with
+// at most this many has OnChipAcc = 1; one with more and several channel iterations sums them
+// through the DRAM accumulant region.
+constexpr std::int64_t kOnChipAccPixels = 1024;
+
 struct ConvGeometry {
   // Input (real sizes; a depthwise conv padded with all-zero kernels reads ic = kn channels, the
   // extra ones beyond its input tensor's real channel groups).

@@ -64,7 +64,7 @@ void assign_addresses(const Context& ctx, DeviceProgram& prog) {
     if (layer.opcode != isa::Opcode::CONV) continue;
     const auto geo = conv_geometry(g, g.nodes[layer.node], prog.arch);
     const std::int64_t pixels = geo.oh * geo.ow;
-    if (pixels > 1024 && geo.acc_en)
+    if (pixels > kOnChipAccPixels && geo.acc_en)
       acc = std::max<std::uint64_t>(acc, acc_pixels(pixels, prog.arch) * prog.arch.cols * 4 *
                                              static_cast<std::uint64_t>(geo.kitr));
   }

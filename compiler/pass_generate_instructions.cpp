@@ -47,7 +47,7 @@ struct Gen {
         .set(Field::OutputBlock_ImageDimOutput, aligned_pixels(pixels, prog.arch))
         .set(Field::OutputBlock_ImageDimAcc, acc_pixels(pixels, prog.arch))
         .set(Field::OutputBlock_AccEn, acc_en ? 1 : 0)
-        .set(Field::OutputBlock_OnChipAcc, pixels <= 1024 ? 1 : 0)
+        .set(Field::OutputBlock_OnChipAcc, pixels <= kOnChipAccPixels ? 1 : 0)
         .set(Field::OutputBlock_OH, u(oh))
         .set(Field::OutputBlock_OW, u(ow))
         .set(Field::OutputBlock_OpWidth, out.kind == TensorKind::kActivation32 ? 4 : 1);
@@ -132,7 +132,7 @@ struct Gen {
       o.set(Field::OutputBlock_ImageDimOutput, aligned_pixels(1, prog.arch));
     if (n.inputs.size() > 3 && !n.inputs[3].empty()) {
       const auto& acc = tensor(n.inputs[3]);
-      if (c.acc_en && c.oh * c.ow > 1024)
+      if (c.acc_en && c.oh * c.ow > kOnChipAccPixels)
         fail(
             "layer '{}': a kernel-split piece with {} output pixels and {} input channels would "
             "need AccumulantAddr both for its own partial sums and for the previous piece's",

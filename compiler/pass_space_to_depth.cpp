@@ -54,9 +54,8 @@ void space_to_depth(Context& ctx) {
     const auto ap = n.get_string("auto_pad", "NOTSET");
     // A conv on the device is rewritten only when the host makes its input (no extra transfer)
     // and the rewritten kernel splits into fewer pieces (resnet's 7x7 stride-2 stem below).
-    const ir::Node* producer = x ? g.producer(x->name) : nullptr;
     const bool device = ctx.on_device(n.name);
-    const bool host_fed = !producer || !ctx.on_device(producer->name);
+    const bool host_fed = x && !ctx.made_on_device(x->name);
     if (!onnx || n.op_type != "QLinearConv" || (device && !host_fed) || !x ||
         x->dtype != ir::DType::kInt8 || x->shape.size() != 4 || !w || !w->is_constant() ||
         w->dtype != ir::DType::kInt8 || w->shape.size() != 4 ||

@@ -96,14 +96,7 @@ void split_grouped_convs(Context& ctx) {
       const std::int64_t c0 = q * pc, k0 = q * pk;
       const std::string tag = std::to_string(q);
       // The piece's input channels [c0, c0 + pc): a view of x.
-      ir::Node s;
-      s.op_type = "Slice";
-      s.name = unique_name(g, n.name + "_in" + tag);
-      const std::int64_t starts = c0, ends = c0 + pc, axes = 1;
-      s.inputs = {x, add_constant(g, s.name + "_starts", ir::DType::kInt64, {1}, &starts),
-                  add_constant(g, s.name + "_ends", ir::DType::kInt64, {1}, &ends),
-                  add_constant(g, s.name + "_axes", ir::DType::kInt64, {1}, &axes)};
-      s.outputs = {add_value(g, s.name, xt.dtype, {xt.shape[0], pc, xt.shape[2], xt.shape[3]})};
+      ir::Node s = channel_slice(g, unique_name(g, n.name + "_in" + tag), x, c0, c0 + pc);
       place(s.name, "view: input channels " + std::to_string(c0) + ".." +
                         std::to_string(c0 + pc - 1) + " of a " + why);
       // Its weights: rows [k0, k0 + pk), columns [c0, c0 + pc) of the block-diagonal weights.
@@ -137,6 +130,20 @@ void split_grouped_convs(Context& ctx) {
     out.push_back(std::move(cat));
   }
   g.nodes = std::move(out);
+}
+
+ir::Node channel_slice(ir::Graph& g, const std::string& name, const std::string& x, std::int64_t c0,
+                       std::int64_t c1) {
+  const ir::Tensor& xt = g.tensor(x);
+  const std::int64_t axes = 1;
+  ir::Node s;
+  s.op_type = "Slice";
+  s.name = name;
+  s.inputs = {x, add_constant(g, name + "_starts", ir::DType::kInt64, {1}, &c0),
+              add_constant(g, name + "_ends", ir::DType::kInt64, {1}, &c1),
+              add_constant(g, name + "_axes", ir::DType::kInt64, {1}, &axes)};
+  s.outputs = {add_value(g, name, xt.dtype, {xt.shape[0], c1 - c0, xt.shape[2], xt.shape[3]})};
+  return s;
 }
 
 bool is_device_view(const ir::Node& n) {

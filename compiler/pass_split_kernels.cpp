@@ -25,6 +25,7 @@
 // split_grouped_convs), the chain running through every group. The sum over all pieces is the
 // same int32 sum in another order. (space_to_depth makes such convs from resnet-style stems.)
 #include "common/error.h"
+#include "compiler/geometry.h"
 #include "compiler/passes.h"
 
 #include <fmt/format.h>
@@ -40,7 +41,8 @@ KernelSplit kernel_split(std::int64_t channels, std::int64_t kh, std::int64_t kw
   if (kh <= 3 && kw <= 3) return k;
   k.band = std::max<std::int64_t>(1, std::min<std::int64_t>(3, arch.rows / kw));
   k.bands = (kh + k.band - 1) / k.band;
-  if (channels > arch.n_sa && out_pixels > 1024) k.group_channels = arch.n_sa;
+  // conv_geometry's AccEn on 9,x,x (more than N_SA input channels) beyond the on-chip pixels.
+  if (channels > arch.n_sa && out_pixels > kOnChipAccPixels) k.group_channels = arch.n_sa;
   k.groups = (channels + k.group_channels - 1) / k.group_channels;
   return k;
 }
@@ -74,29 +76,15 @@ void split_kernels(Context& ctx) {
     const KernelSplit split = kernel_split(kc, kh, kw, oh * ow, ctx.options.arch);
     const std::int64_t band = split.band, bands = split.bands, groups = split.groups;
     const std::int64_t group_channels = split.group_channels;
-    const ir::Node* producer = g.producer(n.inputs[0]);
-    const bool host_fed = !producer || !ctx.on_device(producer->name);
+    const bool host_fed = !ctx.made_on_device(n.inputs[0]);
     std::string previous;
     for (std::int64_t q = 0; q < groups; ++q) {
       const std::int64_t c0 = q * group_channels, c1 = std::min(kc, c0 + group_channels);
       std::string input = n.inputs[0];
       if (groups > 1) {
-        ir::Node s;
-        s.op_type = "Slice";
-        s.name = unique_name(g, n.name + "_in" + std::to_string(c0));
-        const std::int64_t axes = 1;
-        if (g.opset >= 10) {
-          s.inputs = {input, add_constant(g, s.name + "_starts", ir::DType::kInt64, {1}, &c0),
-                      add_constant(g, s.name + "_ends", ir::DType::kInt64, {1}, &c1),
-                      add_constant(g, s.name + "_axes", ir::DType::kInt64, {1}, &axes)};
-        } else {
-          s.inputs = {input};
-          s.attributes["starts"] = std::vector<std::int64_t>{c0};
-          s.attributes["ends"] = std::vector<std::int64_t>{c1};
-          s.attributes["axes"] = std::vector<std::int64_t>{axes};
-        }
-        input = add_value(g, s.name, x.dtype, {x.shape[0], c1 - c0, x.shape[2], x.shape[3]});
-        s.outputs = {input};
+        ir::Node s = channel_slice(g, unique_name(g, n.name + "_in" + std::to_string(c0)),
+                                   n.inputs[0], c0, c1);
+        input = s.outputs[0];
         if (auto it = ctx.quantization.find(n.inputs[0]); it != ctx.quantization.end())
           ctx.quantization[input] = it->second;
         // A device tensor is viewed in place; one the host makes is sliced by the host, which

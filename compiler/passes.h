@@ -96,6 +96,11 @@ void split_grouped_convs(Context& ctx);
 // A Slice or Concat along channels that split_grouped_convs left on the device: no layer, its
 // tensors are aliases of the tensor they view (collect_device_program).
 bool is_device_view(const ir::Node& n);
+// An ONNX Slice of channels [c0, c1) of the 4-D value x named `name`, its output value added to
+// g; starts, ends and axes are inputs (opset >= 10, as every int8 model is), where
+// collect_device_program reads a view's first channel.
+ir::Node channel_slice(ir::Graph& g, const std::string& name, const std::string& x, std::int64_t c0,
+                       std::int64_t c1);
 void split_channel_scales(Context& ctx);
 void split_kernels(Context& ctx);
 // How split_kernels cuts a conv with `channels` input channels, a kh x kw kernel and
