@@ -137,6 +137,23 @@ TEST(Device, DramIsLazyAndReadsZeroWhereNothingWasWritten) {
   }
 }
 
+// The blocks load and store 32-byte DRAM words as vectors: a word at a 32-aligned DRAM address
+// must not straddle two cache lines of host memory, so every page starts on a line.
+TEST(Device, DramPagesStartOnACacheLine) {
+  Dram d(64 * Dram::kPageBytes);
+  for (std::uint64_t page = 0; page < 64; ++page) {
+    const std::uint64_t addr = page * Dram::kPageBytes + 32 * page;
+    d.write_pages(addr, 32, "t", [&](std::uint64_t, std::uint8_t* data, std::uint64_t n) {
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(data) % 32, 0u) << "page " << page;
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(data - 32 * page) % 64, 0u) << "page " << page;
+      std::fill_n(data, n, std::uint8_t{1});
+    });
+  }
+  d.read_pages(0, 32, "t", [&](std::uint64_t, const std::uint8_t* data, std::uint64_t) {
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(data) % 64, 0u);
+  });
+}
+
 // Write tracking: every way a byte can change (write, write_be32, fill, write_pages, clear)
 // marks its pages as written after any stamp taken before; reads, a zero fill of never-written
 // memory and writes to other pages do not. Ids differ between Drams.

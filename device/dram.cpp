@@ -33,7 +33,8 @@ std::uint8_t* Dram::page_for_write(std::uint64_t page) {
   page_stamps_[page] = ++stamp_;
   auto& p = pages_[page];
   if (!p) {
-    p = std::make_unique<std::uint8_t[]>(kPageBytes);  // value-initialised: zeros
+    // Value-initialised: zeros.
+    p.reset(new (std::align_val_t{kPageAlignment}) std::uint8_t[kPageBytes]());
   }
   return p.get();
 }
