@@ -246,6 +246,8 @@ void pack(const DenseConv& c, Packed& p, std::uint64_t tile_k, PairRow from_word
   p.kn_padded = (c.kn + tile_k - 1) / tile_k * tile_k;
   PackedWeights* kept = c.packs ? (tile_k == kTileK ? &c.packs->pairs : &c.packs->pairs8) : nullptr;
   std::vector<std::uint32_t>& w = kept ? kept->w : p.w;
+  std::vector<std::uint32_t>& live = kept ? kept->live_steps : p.live_steps;
+  std::vector<std::uint32_t>& live_w = kept ? kept->live_w : p.live_w;
   const auto fill = [&] {
     w.assign(p.kn_padded * p.pairs * p.taps, 0);
     for (std::uint64_t k = 0; k < c.kn; ++k) {
@@ -261,12 +263,40 @@ void pack(const DenseConv& c, Packed& p, std::uint64_t tile_k, PairRow from_word
               pair_word(lo ? lo[t] : 0, hi ? hi[t] : 0);
       }
     }
+    live_steps(w, p.pairs, p.taps, tile_k, live, live_w);
   };
   if (kept)
     kept->fill_once(fill);
   else
     fill();
   p.w_data = w.data();
+  p.live = live;
+  p.live_w_data = live.size() < p.pairs * p.taps ? live_w.data() : p.w_data;
+}
+
+void live_steps(const std::vector<std::uint32_t>& w, std::uint64_t groups, std::uint64_t taps,
+                std::uint64_t block, std::vector<std::uint32_t>& steps,
+                std::vector<std::uint32_t>& live_w) {
+  steps.clear();
+  live_w.clear();
+  const std::uint64_t per_block = groups * taps;
+  if (per_block == 0 || block == 0) return;
+  const std::uint64_t blocks = w.size() / (per_block * block);
+  std::vector<std::uint8_t> live(per_block, 0);
+  for (std::uint64_t b = 0; b < blocks; ++b)
+    for (std::uint64_t s = 0; s < per_block; ++s) {
+      const std::uint32_t* words = w.data() + (b * per_block + s) * block;
+      live[s] |= std::any_of(words, words + block, [](std::uint32_t v) { return v != 0; });
+    }
+  for (std::uint64_t s = 0; s < per_block; ++s)
+    if (live[s]) steps.push_back(static_cast<std::uint32_t>(s));
+  if (steps.size() == per_block) return;
+  live_w.reserve(blocks * steps.size() * block);
+  for (std::uint64_t b = 0; b < blocks; ++b)
+    for (const std::uint32_t s : steps) {
+      const std::uint32_t* words = w.data() + (b * per_block + s) * block;
+      live_w.insert(live_w.end(), words, words + block);
+    }
 }
 
 void tiles_scalar(const Packed& p, std::uint64_t kb, std::uint64_t pair_begin,
@@ -381,6 +411,8 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
   std::vector<std::uint32_t>& w = kept ? kept->w : p.w;
   std::vector<std::uint32_t>& offset_first = kept ? kept->offset_first : p.offset_first;
   std::vector<std::uint32_t>& offset_all = kept ? kept->offset_all : p.offset_all;
+  std::vector<std::uint32_t>& live = kept ? kept->live_steps : p.live_steps;
+  std::vector<std::uint32_t>& live_w = kept ? kept->live_w : p.live_w;
   const auto fill = [&] {
     w.assign(p.kn_padded * p.quads * p.taps, 0);
     offset_first.assign(c.kn, 0);
@@ -405,12 +437,15 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
       offset_first[k] = bias * sum_first;
       offset_all[k] = bias * sum_all;
     }
+    live_steps(w, p.quads, p.taps, kTileK4, live, live_w);
   };
   if (kept)
     kept->fill_once(fill);
   else
     fill();
   p.w_data = w.data();
+  p.live = live;
+  p.live_w_data = live.size() < p.quads * p.taps ? live_w.data() : p.w_data;
   p.offset_first_data = offset_first.data();
   p.offset_all_data = offset_all.data();
   return true;
@@ -445,19 +480,17 @@ namespace {
 // The GEMM form's plain C++ tiles; product(x, w) is one word's products summed.
 template <typename Product>
 void gemm_scalar(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
-                 const std::uint64_t* q, std::uint64_t n, std::uint64_t g_begin,
-                 std::uint64_t g_end, bool accumulate, std::int32_t* y, Product&& product) {
+                 const std::uint64_t* q, std::uint64_t n, std::uint64_t s_begin,
+                 std::uint64_t s_end, bool accumulate, std::int32_t* y, Product&& product) {
   for (std::uint64_t i = 0; i < n; ++i)
     for (std::uint64_t b = 0; b < blocks; ++b) {
-      const std::uint32_t* w = op.w + (kb + b) * op.groups * op.taps * kGemmBlock;
+      const std::uint32_t* w = op.w + (kb + b) * op.steps * kGemmBlock;
       for (std::uint64_t j = 0; j < kGemmBlock; ++j) {
         std::int32_t& out = y[i * kGemmK + b * kGemmBlock + j];
         std::uint32_t sum = accumulate ? static_cast<std::uint32_t>(out) : 0;
-        for (std::uint64_t g = g_begin; g < g_end; ++g)
-          for (std::uint64_t t = 0; t < op.taps; ++t)
-            sum += static_cast<std::uint32_t>(
-                product(op.x[static_cast<std::uint64_t>(op.offset[g * op.taps + t]) + q[i]],
-                        w[(g * op.taps + t) * kGemmBlock + j]));
+        for (std::uint64_t s = s_begin; s < s_end; ++s)
+          sum += static_cast<std::uint32_t>(product(
+              op.x[static_cast<std::uint64_t>(op.offset[s]) + q[i]], w[s * kGemmBlock + j]));
         out = static_cast<std::int32_t>(sum);
       }
     }
@@ -465,17 +498,17 @@ void gemm_scalar(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
 }  // namespace
 
 void gemm_pairs_scalar(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
-                       const std::uint64_t* q, std::uint64_t n, std::uint64_t g_begin,
-                       std::uint64_t g_end, bool accumulate, std::int32_t* y) {
+                       const std::uint64_t* q, std::uint64_t n, std::uint64_t s_begin,
+                       std::uint64_t s_end, bool accumulate, std::int32_t* y) {
   gemm_scalar(
-      op, kb, blocks, q, n, g_begin, g_end, accumulate, y,
+      op, kb, blocks, q, n, s_begin, s_end, accumulate, y,
       [](std::uint32_t x, std::uint32_t w) { return low16(x) * low16(w) + high16(x) * high16(w); });
 }
 
 void gemm_quads_scalar(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
-                       const std::uint64_t* q, std::uint64_t n, std::uint64_t g_begin,
-                       std::uint64_t g_end, bool accumulate, std::int32_t* y) {
-  gemm_scalar(op, kb, blocks, q, n, g_begin, g_end, accumulate, y,
+                       const std::uint64_t* q, std::uint64_t n, std::uint64_t s_begin,
+                       std::uint64_t s_end, bool accumulate, std::int32_t* y) {
+  gemm_scalar(op, kb, blocks, q, n, s_begin, s_end, accumulate, y,
               [](std::uint32_t x, std::uint32_t w) {
                 std::int32_t sum = 0;
                 for (int b = 0; b < 4; ++b)
@@ -580,8 +613,9 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
   thread_local Packed packed_pairs;
   thread_local PackedQuads packed_quads;
   GemmOperands op;
-  std::uint64_t wq = 0, kn_padded = 0, split = 0, plane_words = 0;
+  std::uint64_t wq = 0, kn_padded = 0, split = 0, plane_words = 0, groups = 0, taps = 0;
   const std::int64_t* tap_offset = nullptr;
+  std::span<const std::uint32_t> live;
   bool quads = false;
   if (quad_tiles && from_words)
     quads = pack_quads(c, packed_quads, 0, nullptr, rows.quads);
@@ -591,22 +625,28 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
   const GemmTiles tiles = quads ? quad_tiles : pair_tiles;
   if (quads) {  // bias 0: no offsets to subtract
     PackedQuads& p = packed_quads;
-    op.x = p.x.data(), op.groups = p.quads, op.taps = p.taps, op.w = p.w_data;
+    op.x = p.x.data(), op.w = p.live_w_data, groups = p.quads, taps = p.taps, live = p.live;
     wq = p.wq, kn_padded = p.kn_padded, split = p.split_quads, plane_words = p.plane_words;
     tap_offset = p.tap_offset.data();
   } else {
     Packed& p = packed_pairs;
     pack(c, p, kGemmBlock, from_words ? rows.pairs : nullptr);
-    op.x = p.x.data(), op.groups = p.pairs, op.taps = p.taps, op.w = p.w_data;
+    op.x = p.x.data(), op.w = p.live_w_data, groups = p.pairs, taps = p.taps, live = p.live;
     wq = p.wq, kn_padded = p.kn_padded, split = c.split / 2, plane_words = p.plane_words;
     tap_offset = p.tap_offset.data();
   }
+  // The live steps only (live_steps): an all-zero (group, tap) adds nothing to any sum.
+  op.steps = live.size();
   std::vector<std::int64_t>& offset = thread_buffer<std::int64_t, GemmOffsetTag>();
-  offset.resize(op.groups * op.taps);
-  for (std::uint64_t g = 0; g < op.groups; ++g)
-    for (std::uint64_t t = 0; t < op.taps; ++t)
-      offset[g * op.taps + t] = static_cast<std::int64_t>(g * plane_words) + tap_offset[t];
+  offset.resize(live.size());
+  for (std::uint64_t i = 0; i < live.size(); ++i)
+    offset[i] =
+        static_cast<std::int64_t>(live[i] / taps * plane_words) + tap_offset[live[i] % taps];
   op.offset = offset.data();
+  // The steps of the first phase's groups (the snapshot), and all of them.
+  const std::uint64_t split_steps = static_cast<std::uint64_t>(
+      std::lower_bound(live.begin(), live.end(), split * taps) - live.begin());
+  const std::uint64_t steps = live.size();
   const std::uint64_t ow = c.ow(), pixels = c.oh() * ow;
   const std::uint64_t p_units = (pixels + kGemmPixels - 1) / kGemmPixels;
   const std::uint64_t k_units = (kn_padded + kGemmK - 1) / kGemmK;
@@ -625,13 +665,13 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
     };
     const std::uint64_t k_end = std::min(c.kn, k0 + blocks * kGemmBlock);
     if (snapshot && k_end > c.snapshot_from) {
-      run(0, split, false);
+      run(0, split_steps, false);
       const std::uint64_t from = std::max(c.snapshot_from, k0);
       out(y.data() + (from - k0), n, k_end - from,
           snapshot + (from - c.snapshot_from) * pixels + p0, pixels);
-      run(split, op.groups, true);
+      run(split_steps, steps, true);
     } else {
-      run(0, op.groups, false);
+      run(0, steps, false);
     }
     if (sink)
       sink->fn(sink->ctx, y.data(), kGemmK, p0, n, k0, k_end - k0);

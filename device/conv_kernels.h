@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <span>
 #include <vector>
 
 namespace npukit::device::conv_kernels {
@@ -31,6 +32,8 @@ namespace npukit::device::conv_kernels {
 // offsets are only read.
 struct PackedWeights {
   std::vector<std::uint32_t> w, offset_first, offset_all;
+  // The GEMM form's live steps (live_steps below), and w with only those steps when some are not.
+  std::vector<std::uint32_t> live_steps, live_w;
   bool ready() const { return filled_.load(std::memory_order_acquire); }
   template <typename Fill>
   void fill_once(Fill&& fill) {
@@ -222,7 +225,22 @@ struct Packed {
   std::vector<std::uint32_t> x;           // pairs * plane_words + q_padded words
   std::vector<std::uint32_t> w;           // [kn_padded / kTileK][pairs][taps][kTileK] weight pairs
   const std::uint32_t* w_data = nullptr;  // w.data(), or the DenseConv::packs copy
+  // live_steps of w and w with those steps only (w_data when every step is live): its own, or
+  // the packs copy's.
+  std::vector<std::uint32_t> live_steps, live_w;
+  std::span<const std::uint32_t> live;
+  const std::uint32_t* live_w_data = nullptr;
 };
+
+// The (group, tap) steps, g * taps + t in ascending order, at which some output channel's weight
+// word is not zero, of weights packed [blocks][groups][taps][block]: the GEMM form skips the
+// others, whose products are all zero (a space-to-depth stem's taps past the 7x7 kernel: 9 of
+// the 16 steps of its last piece). The packings compute them once with the weights, and when
+// some step is dead, live_w = the weights of the live steps alone, [blocks][steps][block] (empty
+// otherwise).
+void live_steps(const std::vector<std::uint32_t>& w, std::uint64_t groups, std::uint64_t taps,
+                std::uint64_t block, std::vector<std::uint32_t>& steps,
+                std::vector<std::uint32_t>& live_w);
 
 constexpr std::uint64_t kTileK = 4;   // output channels per tile
 constexpr std::uint64_t kTileQ = 24;  // virtual outputs per tile (3 AVX2 vectors)
@@ -254,6 +272,10 @@ struct PackedQuads {
   std::vector<std::uint32_t> offset_first, offset_all;  // per output channel
   // w, offset_first and offset_all's data, or those of the DenseConv::packs copy.
   const std::uint32_t *w_data = nullptr, *offset_first_data = nullptr, *offset_all_data = nullptr;
+  // As Packed's.
+  std::vector<std::uint32_t> live_steps, live_w;
+  std::span<const std::uint32_t> live;
+  const std::uint32_t* live_w_data = nullptr;
 };
 
 constexpr std::uint64_t kTileK4 = 8;   // output channels per tile
@@ -303,17 +325,18 @@ constexpr std::uint64_t kGemmK = 64;       // output channels per work unit (y r
 constexpr std::uint64_t kGemmPixels = 64;  // output pixels per work unit
 struct GemmOperands {
   const std::uint32_t* x = nullptr;  // the packed words (Packed::x or PackedQuads::x)
-  std::uint64_t groups = 0, taps = 0;
-  // Per (group g, tap t) at g * taps + t: g * plane_words + tap_offset[t], the word of virtual
-  // output 0 (output q reads x[offset + q]).
+  // The steps a tile takes, the live (group, tap)s (live_steps): step s multiplies the input
+  // words at x[offset[s] + q] (output q) by its weight words; offset[s] = g * plane_words +
+  // tap_offset[t].
   const std::int64_t* offset = nullptr;
-  const std::uint32_t* w = nullptr;  // [kn_padded / 8][groups][taps][8]
+  std::uint64_t steps = 0;
+  const std::uint32_t* w = nullptr;  // [kn_padded / 8][steps][8]
 };
-// y[i * kGemmK + b * 8 + j] (+)= the sum over groups [g_begin, g_end) and taps for virtual output
-// q[i] (i < n) and output channel (kb + b) * 8 + j, b < blocks; accumulate = false starts at 0.
+// y[i * kGemmK + b * 8 + j] (+)= the sum over steps [s_begin, s_end) for virtual output q[i]
+// (i < n) and output channel (kb + b) * 8 + j, b < blocks; accumulate = false starts at 0.
 using GemmTilesFn = void(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
-                         const std::uint64_t* q, std::uint64_t n, std::uint64_t g_begin,
-                         std::uint64_t g_end, bool accumulate, std::int32_t* y);
+                         const std::uint64_t* q, std::uint64_t n, std::uint64_t s_begin,
+                         std::uint64_t s_end, bool accumulate, std::int32_t* y);
 using GemmTiles = GemmTilesFn*;
 // Plain C++ (int16 pair products, or u8 x s8 quad products), and AVX2 (_mm256_madd_epi16, or
 // _mm256_maddubs_epi16 then _mm256_madd_epi16 by ones: exact for inputs 0..127, see PackedQuads).

@@ -29,9 +29,9 @@ namespace npukit::device::conv_kernels::detail {
 // broadcast, its product and the ones of the u8 path in the 16 registers.
 template <int P, int V, bool kQuads>
 __attribute__((target("avx2"))) static inline void gemm_tile(
-    const GemmOperands& op, const std::uint32_t* w, const std::uint64_t* q, std::uint64_t g_begin,
-    std::uint64_t g_end, bool accumulate, std::int32_t* y) {
-  const std::uint64_t taps = op.taps, w_block = op.groups * taps * kGemmBlock;
+    const GemmOperands& op, const std::uint32_t* w, const std::uint64_t* q, std::uint64_t s_begin,
+    std::uint64_t s_end, bool accumulate, std::int32_t* y) {
+  const std::uint64_t w_block = op.steps * kGemmBlock;
   __m256i acc[P][V];
   load_sums(acc, y, accumulate);
   const __m256i ones = _mm256_set1_epi16(1);
@@ -40,9 +40,8 @@ __attribute__((target("avx2"))) static inline void gemm_tile(
   const std::uint32_t* xi[P];
 #pragma GCC unroll 8
   for (int i = 0; i < P; ++i) xi[i] = op.x + q[i];
-  const std::uint64_t j_end = g_end * taps;
-  const std::uint32_t* wp = w + g_begin * taps * kGemmBlock;
-  for (std::uint64_t j = g_begin * taps; j < j_end; ++j, wp += kGemmBlock) {
+  const std::uint32_t* wp = w + s_begin * kGemmBlock;
+  for (std::uint64_t j = s_begin; j < s_end; ++j, wp += kGemmBlock) {
     const std::int64_t off = op.offset[j];
     __m256i wv[V];
 #pragma GCC unroll 8
@@ -66,21 +65,21 @@ template <int V, bool kQuads>
 __attribute__((target("avx2"))) static void gemm_blocks(const GemmOperands& op,
                                                         const std::uint32_t* w,
                                                         const std::uint64_t* q, std::uint64_t n,
-                                                        std::uint64_t g_begin, std::uint64_t g_end,
+                                                        std::uint64_t s_begin, std::uint64_t s_end,
                                                         bool accumulate, std::int32_t* y) {
   constexpr std::uint64_t P = 5;
   std::uint64_t i = 0;
   for (; i + P <= n; i += P)
-    gemm_tile<P, V, kQuads>(op, w, q + i, g_begin, g_end, accumulate, y + i * kGemmK);
+    gemm_tile<P, V, kQuads>(op, w, q + i, s_begin, s_end, accumulate, y + i * kGemmK);
   switch (n - i) {
     case 4:
-      return gemm_tile<4, V, kQuads>(op, w, q + i, g_begin, g_end, accumulate, y + i * kGemmK);
+      return gemm_tile<4, V, kQuads>(op, w, q + i, s_begin, s_end, accumulate, y + i * kGemmK);
     case 3:
-      return gemm_tile<3, V, kQuads>(op, w, q + i, g_begin, g_end, accumulate, y + i * kGemmK);
+      return gemm_tile<3, V, kQuads>(op, w, q + i, s_begin, s_end, accumulate, y + i * kGemmK);
     case 2:
-      return gemm_tile<2, V, kQuads>(op, w, q + i, g_begin, g_end, accumulate, y + i * kGemmK);
+      return gemm_tile<2, V, kQuads>(op, w, q + i, s_begin, s_end, accumulate, y + i * kGemmK);
     case 1:
-      return gemm_tile<1, V, kQuads>(op, w, q + i, g_begin, g_end, accumulate, y + i * kGemmK);
+      return gemm_tile<1, V, kQuads>(op, w, q + i, s_begin, s_end, accumulate, y + i * kGemmK);
     default:
       return;
   }
@@ -89,28 +88,28 @@ __attribute__((target("avx2"))) static void gemm_blocks(const GemmOperands& op,
 template <bool kQuads>
 __attribute__((target("avx2"))) static void gemm_avx2(const GemmOperands& op, std::uint64_t kb,
                                                       std::uint64_t blocks, const std::uint64_t* q,
-                                                      std::uint64_t n, std::uint64_t g_begin,
-                                                      std::uint64_t g_end, bool accumulate,
+                                                      std::uint64_t n, std::uint64_t s_begin,
+                                                      std::uint64_t s_end, bool accumulate,
                                                       std::int32_t* y) {
-  const std::uint32_t* w = op.w + kb * op.groups * op.taps * kGemmBlock;
+  const std::uint32_t* w = op.w + kb * op.steps * kGemmBlock;
   if (blocks == 2)
-    gemm_blocks<2, kQuads>(op, w, q, n, g_begin, g_end, accumulate, y);
+    gemm_blocks<2, kQuads>(op, w, q, n, s_begin, s_end, accumulate, y);
   else if (blocks == 1)
-    gemm_blocks<1, kQuads>(op, w, q, n, g_begin, g_end, accumulate, y);
+    gemm_blocks<1, kQuads>(op, w, q, n, s_begin, s_end, accumulate, y);
   else
     fail("dense_conv: {} blocks of output channels in one GEMM tile call", blocks);
 }
 
 void gemm_pairs_avx2(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
-                     const std::uint64_t* q, std::uint64_t n, std::uint64_t g_begin,
-                     std::uint64_t g_end, bool accumulate, std::int32_t* y) {
-  gemm_avx2<false>(op, kb, blocks, q, n, g_begin, g_end, accumulate, y);
+                     const std::uint64_t* q, std::uint64_t n, std::uint64_t s_begin,
+                     std::uint64_t s_end, bool accumulate, std::int32_t* y) {
+  gemm_avx2<false>(op, kb, blocks, q, n, s_begin, s_end, accumulate, y);
 }
 
 void gemm_quads_avx2(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
-                     const std::uint64_t* q, std::uint64_t n, std::uint64_t g_begin,
-                     std::uint64_t g_end, bool accumulate, std::int32_t* y) {
-  gemm_avx2<true>(op, kb, blocks, q, n, g_begin, g_end, accumulate, y);
+                     const std::uint64_t* q, std::uint64_t n, std::uint64_t s_begin,
+                     std::uint64_t s_end, bool accumulate, std::int32_t* y) {
+  gemm_avx2<true>(op, kb, blocks, q, n, s_begin, s_end, accumulate, y);
 }
 
 // One connection (depthwise): per output row, 16 outputs at a time, the taps in pairs (a, b):

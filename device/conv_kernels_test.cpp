@@ -278,6 +278,62 @@ TEST(ConvKernels, LargestAcceptedSumsAreExact) {
 // Inputs after a ReLU (0..127): the AVX2 level takes the u8 quad path (maddubs), exact there.
 // Against the plain loop, the scalar path, the quad packing without bias in the plain model, and
 // the GEMM forms called directly; values include 127 x -128 pairs (the largest int16 pair sums).
+// live_steps on a hand-made packing: 2 blocks of 2 output channels, 2 groups x 2 taps. A step is
+// live when any block has a non-zero word at it.
+TEST(ConvKernels, LiveStepsAreTheStepsWithANonZeroWeightInAnyBlock) {
+  std::vector<std::uint32_t> w(2 * 4 * 2, 0);            // [block][step][lane]
+  w[(0 * 4 + 1) * 2 + 1] = 0x00010000u;                  // block 0, step 1 (group 0, tap 1), lane 1
+  w[(1 * 4 + 2) * 2 + 0] = 0xFF000000u;                  // block 1, step 2 (group 1, tap 0), lane 0
+  std::vector<std::uint32_t> steps{7, 7, 7}, live_w{7};  // a reused vector's leftovers
+  ck::detail::live_steps(w, 2, 2, 2, steps, live_w);
+  EXPECT_EQ(steps, (std::vector<std::uint32_t>{1, 2}));
+  // [block][live step][lane]: block 0's steps 1 and 2, then block 1's.
+  EXPECT_EQ(live_w, (std::vector<std::uint32_t>{0, 0x00010000u, 0, 0, 0, 0, 0xFF000000u, 0}));
+  ck::detail::live_steps(std::vector<std::uint32_t>(16, 0), 2, 2, 2, steps, live_w);
+  EXPECT_TRUE(steps.empty());
+  EXPECT_TRUE(live_w.empty());
+  ck::detail::live_steps(std::vector<std::uint32_t>(16, 1), 2, 2, 2, steps, live_w);
+  EXPECT_EQ(steps, (std::vector<std::uint32_t>{0, 1, 2, 3}));
+  EXPECT_TRUE(live_w.empty());  // every step live: the tiles read w itself
+}
+
+// The GEMM form leaves out the (group, tap) steps whose weights are zero for every output channel
+// (live_steps: a space-to-depth stem's taps past its kernel). Random problems with (channel, tap)s
+// zeroed across all outputs, every weight zero, or the whole first phase zero, must still give
+// the plain loop's sums and snapshots on every form, with signed and with 0..127 inputs.
+TEST(ConvKernels, AllZeroWeightStepsAreLeftOutExactly) {
+  std::mt19937 rng(77);
+  int fewer = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    Problem p = random_problem(rng, Values::kUniform);
+    ck::DenseConv& c = p.conv;
+    const bool relu = trial % 2 == 1;
+    if (relu)
+      for (auto& v : p.planes) v = static_cast<std::int8_t>(v & 0x7F);
+    const std::uint64_t taps = c.kh * c.kw;
+    const int pattern = trial / 2 % 5;  // 0-2 random, 3 every weight, 4 the first phase
+    const auto first_phase_end = c.channels.begin() + static_cast<std::ptrdiff_t>(c.split);
+    for (std::uint64_t ch = 0; ch < c.plane_count; ++ch)
+      for (std::uint64_t t = 0; t < taps; ++t) {
+        const bool zero =
+            pattern == 3 || (pattern < 3 && rng() % 3 == 0) ||
+            (pattern == 4 && std::find(c.channels.begin(), first_phase_end,
+                                       static_cast<std::int64_t>(ch)) != first_phase_end);
+        for (std::uint64_t k = 0; zero && k < c.kn; ++k)
+          p.weights[(k * c.plane_count + ch) * taps + t] = 0;
+      }
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << " pattern " << pattern);
+    std::vector<std::int64_t> acc, snapshot;
+    plain_conv(c, acc, snapshot);
+    expect_gemm_forms(c, relu, narrow(acc), narrow(snapshot));
+    ck::detail::Packed packed;
+    ck::detail::pack(c, packed, ck::detail::kGemmBlock);
+    fewer += packed.live.size() < packed.pairs * packed.taps;
+    if (::testing::Test::HasFailure()) break;
+  }
+  EXPECT_GT(fewer, 120);  // the tiles did take step lists
+}
+
 TEST(ConvKernels, ReluInputsOnTheU8PathEqualThePlainLoop) {
   const std::vector<Isa> levels = simd_levels();
   std::mt19937 rng(77);
