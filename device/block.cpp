@@ -277,18 +277,23 @@ void read_activation_planes(const LayerContext& ctx, Field addr_field, std::uint
     fail("{}: internal error: {} pixels in rows of {} into {}-wide planes from column {}",
          ctx.where(), pixels, width, plane_w, left);
   const std::uint64_t height = pixels / width, plane = plane_h * plane_w;
-  // Zeros where no pixel lands: the rows outside the image, and each image row's left and right.
-  for (std::uint64_t c = 0; c < layout.channels; ++c)
-    for (std::uint64_t r = 0; r < plane_h; ++r) {
+  // Zeros where no pixel lands: the rows outside the image, and each image row's left and right
+  // (none at all for a plane of image rows only, a global pool's pieces: 2048 channels of 7).
+  const std::uint64_t right = plane_w - left - width;
+  for (std::uint64_t r = 0; r < plane_h; ++r) {
+    const std::int64_t y = static_cast<std::int64_t>(r) - top;
+    const bool outside = y < 0 || y >= static_cast<std::int64_t>(height);
+    if (!outside && left == 0 && right == 0) continue;
+    for (std::uint64_t c = 0; c < layout.channels; ++c) {
       std::int8_t* row = planes + c * plane + r * plane_w;
-      const std::int64_t y = static_cast<std::int64_t>(r) - top;
-      if (y < 0 || y >= static_cast<std::int64_t>(height)) {
+      if (outside) {
         std::memset(row, 0, plane_w);
       } else {
         std::memset(row, 0, left);
-        std::memset(row + left + width, 0, plane_w - left - width);
+        std::memset(row + left + width, 0, right);
       }
     }
+  }
   const std::uint64_t cd = layout.channel_group, dk = layout.pixels_per_word;
   const std::uint64_t pp = layout.padded_pixels();
   const auto w32 = static_cast<std::uint32_t>(width);
@@ -309,8 +314,12 @@ void read_activation_planes(const LayerContext& ctx, Field addr_field, std::uint
                             std::uint64_t x = p32 % w32;
                             std::int64_t r = static_cast<std::int64_t>(p32 / w32) + top;
                             std::int8_t* out = dst + c0 * plane;
+                            // A word wholly in rows the planes leave out (a split kernel's
+                            // piece reads a band of rows): nothing to copy.
+                            const std::int64_t r_last =
+                                static_cast<std::int64_t>((p32 + n - 1) / w32) + top;
+                            if (r_last < 0 || r >= rows) return;
                             if (x + n <= width) {  // the word's pixels in one image row
-                              if (r < 0 || r >= rows) return;
                               out += static_cast<std::uint64_t>(r) * plane_w + x;
                               for (std::uint64_t j = 0; j < cn; ++j)
                                 std::memcpy(out + j * plane, w + j * dkc, n);

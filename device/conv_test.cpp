@@ -206,6 +206,22 @@ std::vector<Case> conv_cases() {
     s.kh = 3, s.skip_top = 1, s.skip_bottom = 1, s.ih = 8;
     cases.push_back({"row_skips", s});
   }
+  {
+    // A global pool's piece (split_kernels): one row of a 7x7 image, 7 taps wide, one output;
+    // the planes hold just that row, the other words are not read.
+    ConvSpec s = base();
+    s.depthwise = true, s.ic = s.kn = 20, s.ih = s.iw = 7, s.kh = 1, s.kw = 7;
+    s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = 0;
+    s.skip_top = 4, s.skip_bottom = 2, s.quant_shift = 6;
+    cases.push_back({"depthwise_row_band", s});
+  }
+  {
+    // A band of rows with padding left and right (zeroed beside each image row).
+    ConvSpec s = base();
+    s.depthwise = true, s.ic = s.kn = 11, s.ih = 9, s.iw = 7, s.kh = 2, s.kw = 3;
+    s.skip_top = 2, s.skip_bottom = 3, s.quant_shift = 6;
+    cases.push_back({"depthwise_padded_band", s});
+  }
   return cases;
 }
 
