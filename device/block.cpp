@@ -689,7 +689,7 @@ static void check_op_width(const LayerContext& ctx, const OutputConfig& out) {
 
 // The OutputBlock of a write in the 6.1 layout, its fields checked against `layout` (naming the
 // field), and the output region's range.
-static OutputConfig checked_output(const LayerContext& ctx, const ActivationLayout& layout) {
+OutputConfig checked_output(const LayerContext& ctx, const ActivationLayout& layout) {
   const OutputConfig out = OutputConfig::from(ctx.require_output());
   check_op_width(ctx, out);
   if (out.flat)

@@ -414,6 +414,10 @@ struct OutputConfig {
   static OutputConfig from(const isa::Instruction& output_block);
 };
 
+// The OutputBlock of an activation-layout write, checked as write_activation_output checks it
+// (OpWidth, FlatController 0, ImageDimOutput == P', KernelItr * N_SA covering C', the region in
+// DRAM), for a block that writes its output words itself.
+OutputConfig checked_output(const LayerContext& ctx, const ActivationLayout& layout);
 // Writes planar [C][P] values into the 6.1 layout at OutputAddr: OpWidth 1 writes the low byte
 // (the quantizer has already clamped), OpWidth 4 a big-endian int32; every padding byte is 0.
 // Checks that ImageDimOutput == P' and KernelItr * N_SA covers C' (naming the field).

@@ -2,6 +2,8 @@
 
 #include "device/eltwise.h"  // field checks shared by the device-blocks megablocks
 
+#include "common/parallel.h"
+
 #include <algorithm>
 
 namespace npukit::device {
@@ -114,6 +116,57 @@ static bool tail_is_empty(const isa::Instruction* tail) {
   return !tail || tail->bits() == isa::Instruction(isa::Opcode::TailBlock).bits();
 }
 
+// The planar path (every pool type and layout): the channels' planes, each pooled, written
+// back. Returns the bytes written.
+static std::uint64_t pool_planes(LayerContext& ctx, const PoolShape& s,
+                                 const ActivationLayout& in_layout, std::uint64_t in_addr,
+                                 const ActivationLayout& out_layout) {
+  // Buffers kept between layers and images (no allocation once they have grown).
+  thread_local std::vector<std::int8_t> in;
+  thread_local std::vector<std::int32_t> out;
+  const std::uint64_t ic = in_layout.channels, in_pixels = in_layout.pixels;
+  const std::uint64_t out_pixels = out_layout.pixels;
+  read_activation(ctx, Field::POOL_ImageStartAddress, in_addr, in_layout, in);
+  out.resize(ic * out_pixels);
+  for (std::uint64_t c = 0; c < ic; ++c)
+    pool_plane(s, std::span<const std::int8_t>(in).subspan(c * in_pixels, in_pixels),
+               std::span<std::int32_t>(out).subspan(c * out_pixels, out_pixels));
+  return write_activation_output(ctx, out_layout, out);
+}
+
+// Max pool on the 9,8,8 words themselves at the AVX2 level (detail::max_pool_words_avx2): the
+// input region read whole, each group of 8 channels pooled, the output region written whole, so
+// no planes and no int32 values in between. Returns false, with nothing done, for other pools,
+// layouts and levels, or an output region that overlaps the input (the planar path reads all of
+// it first).
+static bool max_pool_words(LayerContext& ctx, const PoolShape& s, const ActivationLayout& in_layout,
+                           std::uint64_t in_addr, const ActivationLayout& out_layout) {
+  if (s.type != PoolType::kMax || in_layout.channel_group != 8 || in_layout.pixels_per_word != 4 ||
+      !cpu::path_allowed(cpu::resolve(Isa::kAuto, "pool words"), Isa::kAvx2))
+    return false;
+  const OutputConfig out = checked_output(ctx, out_layout);
+  const std::uint64_t in_bytes = in_layout.bytes(), out_bytes = out_layout.bytes();
+  if (out.op_width != 1 ||
+      !(out.output_addr + out_bytes <= in_addr || in_addr + in_bytes <= out.output_addr))
+    return false;
+  thread_local std::vector<std::uint8_t> in, result;
+  in.resize(in_bytes + 32);  // the last group's word loads stay inside
+  result.resize(out_bytes);
+  ctx.dram.read(in_addr, std::span(in.data(), in_bytes), "activation read");
+  const std::uint64_t in_group = in_layout.padded_pixels() * 8;
+  const std::uint64_t out_group = out_layout.padded_pixels() * 8;
+  const std::uint64_t ic = in_layout.channels;
+  // The workers see their own thread_local buffers by name: hand them this thread's.
+  const std::uint8_t* const src = in.data();
+  std::uint8_t* const dst = result.data();
+  parallel_for(in_layout.padded_channels() / 8, [&](std::uint64_t g) {
+    detail::max_pool_words_avx2(s, src + g * in_group, dst + g * out_group,
+                                std::min<std::uint64_t>(8, ic - g * 8));
+  });
+  ctx.dram.write(out.output_addr, result, "output write");
+  return true;
+}
+
 BlockTiming run_pool(LayerContext& ctx) {
   const PoolShape s = pool_shape(ctx);
   const std::uint64_t ic = require_nonzero(ctx, Field::POOL_IC, "the channel count");
@@ -142,15 +195,9 @@ BlockTiming run_pool(LayerContext& ctx) {
                      fmt::format("{}: PoolType 2 (global average) over {}x{}; the board writes "
                                  "zeros; lower it as a depthwise conv",
                                  ctx.where(), s.ih, s.iw));
-  // Buffers kept between layers and images (no allocation once they have grown).
-  thread_local std::vector<std::int8_t> in;
-  thread_local std::vector<std::int32_t> out;
-  read_activation(ctx, Field::POOL_ImageStartAddress, in_addr, in_layout, in);
-  out.resize(ic * out_pixels);
-  for (std::uint64_t c = 0; c < ic; ++c)
-    pool_plane(s, std::span<const std::int8_t>(in).subspan(c * in_pixels, in_pixels),
-               std::span<std::int32_t>(out).subspan(c * out_pixels, out_pixels));
-  const std::uint64_t written = write_activation_output(ctx, out_layout, out);
+  const std::uint64_t written = max_pool_words(ctx, s, in_layout, in_addr, out_layout)
+                                    ? out_layout.bytes()
+                                    : pool_planes(ctx, s, in_layout, in_addr, out_layout);
 
   // Timing: N_SA channels in parallel; the im2col feeds ROW window values per cycle, so one
   // output pixel takes ceil(KH*KW / ROW) cycles (global average: one input pixel per cycle).

@@ -131,6 +131,70 @@ __attribute__((target("avx2"))) std::int64_t plane_sum(const std::int8_t* in, st
 
 }  // namespace
 
+// Words to pixels and back: per 128-bit half (4 channels x 4 pixels, byte c * 4 + i) a 4 x 4
+// byte transpose to pixel-major (byte i * 4 + c); the halves' 4-byte pieces interleaved give each
+// pixel its 8 channels in 8 bytes (channels 0-3 from the low half, 4-7 from the high one).
+__attribute__((target("avx2"))) void max_pool_words_avx2(const PoolShape& s, const std::uint8_t* in,
+                                                         std::uint8_t* out,
+                                                         std::uint64_t channels) {
+  const std::uint64_t pixels = s.ih * s.iw, out_pixels = s.oh * s.ow;
+  const auto iw = static_cast<std::int64_t>(s.iw);
+  const __m128i transpose = _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  // Pixel-major input (8 bytes a pixel) and one row of window-row maxima, each with room for
+  // the last word's 4 pixels.
+  thread_local std::vector<std::uint64_t> image, rows_max, result;
+  image.resize(pixels + 4);
+  rows_max.resize(s.iw + 4);
+  result.resize(out_pixels + 4);
+  // The last output word's pixels past the end: 0 (the buffer holds an earlier call's values).
+  std::fill(result.begin() + static_cast<std::ptrdiff_t>(out_pixels), result.end(), 0);
+  for (std::uint64_t w = 0; w * 4 < pixels; ++w) {
+    const __m128i lo =
+        _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + w * 32)), transpose);
+    const __m128i hi = _mm_shuffle_epi8(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + w * 32 + 16)), transpose);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(image.data() + w * 4), _mm_unpacklo_epi32(lo, hi));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(image.data() + w * 4 + 2),
+                     _mm_unpackhi_epi32(lo, hi));
+  }
+  const __m256i lowest = _mm256_set1_epi8(-128);
+  for (std::uint64_t oy = 0; oy < s.oh; ++oy) {
+    const auto [y_begin, y_end] = pool_window(oy, s.stride_h, s.pad_top, s.kh, s.ih);
+    for (std::int64_t x = 0; x < iw; x += 4) {  // 4 pixels a vector; the row has room past iw
+      __m256i m = lowest;
+      for (std::int64_t y = y_begin; y < y_end; ++y)
+        m = _mm256_max_epi8(
+            m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(image.data() + y * iw + x)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows_max.data() + x), m);
+    }
+    for (std::uint64_t ox = 0; ox < s.ow; ++ox) {
+      const auto [x_begin, x_end] = pool_window(ox, s.stride_w, s.pad_left, s.kw, s.iw);
+      __m128i m = _mm256_castsi256_si128(lowest);
+      for (std::int64_t x = x_begin; x < x_end; ++x)
+        m = _mm_max_epi8(m, _mm_loadl_epi64(reinterpret_cast<const __m128i*>(rows_max.data() + x)));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(result.data() + oy * s.ow + ox), m);
+    }
+  }
+  // Channels past `channels` and pixels past the last are padding: 0 in the words.
+  alignas(16) std::uint8_t keep_bytes[16];
+  for (int i = 0; i < 16; ++i)
+    keep_bytes[i] = static_cast<std::uint64_t>(i % 8) < channels ? 0xFF : 0;
+  const __m128i keep = _mm_load_si128(reinterpret_cast<const __m128i*>(keep_bytes));
+  for (std::uint64_t w = 0; w * 4 < out_pixels; ++w) {
+    const __m128i a = _mm_and_si128(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(result.data() + w * 4)), keep);
+    const __m128i b = _mm_and_si128(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(result.data() + w * 4 + 2)), keep);
+    // a = pixels 0, 1 and b = 2, 3, each channels 0-3 then 4-7: the 4-byte pieces of pixels
+    // 0..3 for channels 0-3 (low) and 4-7 (high), then the byte transpose back.
+    const __m128i t0 = _mm_unpacklo_epi32(a, b), t1 = _mm_unpackhi_epi32(a, b);
+    const __m128i lo = _mm_shuffle_epi8(_mm_unpacklo_epi32(t0, t1), transpose);
+    const __m128i hi = _mm_shuffle_epi8(_mm_unpackhi_epi32(t0, t1), transpose);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + w * 32), lo);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + w * 32 + 16), hi);
+  }
+}
+
 void pool_plane_avx2(const PoolShape& s, std::span<const std::int8_t> in,
                      std::span<std::int32_t> out) {
   if (s.type == isa::PoolType::kGlobalAverage) {
@@ -142,6 +206,10 @@ void pool_plane_avx2(const PoolShape& s, std::span<const std::int8_t> in,
 }
 
 #else
+
+void max_pool_words_avx2(const PoolShape&, const std::uint8_t*, std::uint8_t*, std::uint64_t) {
+  fail("max_pool_words: AVX2 on a CPU that is not x86");
+}
 
 void pool_plane_avx2(const PoolShape&, std::span<const std::int8_t>, std::span<std::int32_t>) {
   fail("pool_plane: AVX2 on a CPU that is not x86");

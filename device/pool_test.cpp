@@ -87,14 +87,26 @@ isa::Instruction pool_instruction(const PoolCase& p, std::size_t c, int h, int w
 }
 
 // Runs POOL on the device and returns the planar int8 result; checks padding bytes are zero.
+// input_padding: the byte the input's padding channels and pixels hold (the layout says 0, but a
+// host may send anything there; the pool must not read them).
 std::vector<std::int8_t> device_pool(const isa::SaArch& arch, const PoolCase& p,
                                      const std::vector<std::int8_t>& x, std::size_t c, int h, int w,
-                                     int oh, int ow, BlockTiming* timing = nullptr) {
-  const std::uint64_t in = 0x2000, out = 0x40000;
+                                     int oh, int ow, BlockTiming* timing = nullptr,
+                                     std::uint8_t input_padding = 0) {
   const std::size_t in_bytes = layout_bytes(arch.n_sa, c, h * w);
   const std::size_t out_bytes = layout_bytes(arch.n_sa, c, oh * ow);
-  Dram dram(1 << 20);
-  dram.write(in, pack_activation(arch.n_sa, c, h * w, x), "test");
+  // The output past the input (a large input moves it up), the DRAM past both.
+  const std::uint64_t in = 0x2000,
+                      out = std::max<std::uint64_t>(0x40000, ceil_mod(in + in_bytes, 32));
+  Dram dram(std::max<std::uint64_t>(1 << 20, ceil_mod(out + out_bytes + 64, 32)));
+  Bytes packed = pack_activation(arch.n_sa, c, h * w, x);
+  const std::size_t dk = 32 / static_cast<std::size_t>(arch.n_sa);
+  const std::size_t padded_c = ceil_mod(c, static_cast<std::size_t>(arch.n_sa));
+  const std::size_t pixels = static_cast<std::size_t>(h * w);
+  for (std::size_t ch = 0; ch < padded_c; ++ch)
+    for (std::size_t q = 0; q < ceil_mod(pixels, dk); ++q)
+      if (ch >= c || q >= pixels) packed[layout_offset(arch.n_sa, pixels, ch, q)] = input_padding;
+  dram.write(in, packed, "test");
   dram.fill(out, out_bytes + 32, 0x5A, "test");
   const isa::Instruction mega = pool_instruction(p, c, h, w, in, in_bytes);
   const isa::Instruction ob =
@@ -181,6 +193,41 @@ TEST(PoolBlock, MatchesPlainNchwOnEveryArray) {
             << arch.str() << " type " << p.type << " k" << p.k_h << "x" << p.k_w << " " << c << "x"
             << h << "x" << w;
       }
+}
+
+// The whole POOL block at every ISA level the CPU has: max pool runs on the DRAM words at AVX2
+// (no planes) and planar below it. resnet's 3x3 stride-2 pool over 64 channels of 112x112, and
+// shapes whose words end early: channels not a multiple of 8, pixel counts not of 4, ceil mode,
+// asymmetric windows, and pads as large as the window (windows wholly in the padding: -128).
+TEST(PoolBlock, MaxPoolOnEveryLevelEqualsThePlainPool) {
+  struct Shape {
+    PoolCase p;
+    std::size_t c;
+    int h, w;
+  };
+  const Shape shapes[] = {{{0, 3, 3, 2, 2, 1, 1, 1, 1, false, 0, 0}, 64, 112, 112},
+                          {{0, 3, 2, 1, 1, 1, 0, 1, 1, false, 0, 0}, 13, 9, 11},
+                          {{0, 2, 2, 2, 2, 0, 0, 0, 0, true, 0, 0}, 20, 7, 7},
+                          {{0, 3, 3, 3, 1, 2, 2, 2, 2, true, 0, 0}, 9, 10, 5},
+                          {{0, 5, 5, 1, 1, 4, 4, 4, 4, false, 0, 0}, 8, 5, 5},
+                          {{0, 1, 1, 1, 1, 0, 0, 0, 0, false, 0, 0}, 3, 1, 3}};
+  unsigned seed = 90;
+  for (const Isa isa : isa_paths()) {
+    const cpu::ScopedIsa scoped(isa);
+    for (int round = 0; round < 2; ++round)
+      for (const Shape& sh : shapes) {
+        const auto x = random_int8(sh.c * sh.h * sh.w, seed++);
+        int oh = 0, ow = 0;
+        const auto want = ref_pool(sh.p, x, sh.c, sh.h, sh.w, oh, ow);
+        // Shapes run twice, the second time with the buffers of larger ones behind them and
+        // non-zero input padding.
+        EXPECT_EQ(device_pool(isa::kArch9x8x8, sh.p, x, sh.c, sh.h, sh.w, oh, ow, nullptr,
+                              round == 0 ? 0 : 0x55),
+                  want)
+            << cpu::name(isa) << ": " << sh.c << "x" << sh.h << "x" << sh.w << " window "
+            << sh.p.k_h << "x" << sh.p.k_w;
+      }
+  }
 }
 
 // pool_plane on every path the CPU has against ref_pool, on random windows, strides and pads
