@@ -1,0 +1,72 @@
+// The tail quantizer on 8 int32 lanes at the AVX2 level, shared by the blocks whose AVX2 paths
+// quantize in registers (device/block_avx2.cpp's tails, device/eltwise_avx2.cpp's fused
+// add/sub). Why it is exact: the comment at the top of device/block_avx2.cpp. For x86 AVX2
+// translation units only (functions with target attributes).
+#pragma once
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace npukit::device::detail {
+
+// Rounding shift of 4 64-bit products (the low 32 bits of each lane hold the result when it fits
+// in int32).
+__attribute__((target("avx2"))) inline __m256i shift_lanes(__m256i p, __m256i add, __m256i sub,
+                                                           __m128i count) {
+  return _mm256_sub_epi64(_mm256_srl_epi64(_mm256_add_epi64(p, add), count), sub);
+}
+
+// The input range of Quantizer below: low is the last v whose q(v) clamps to one int8 end and high
+// the first whose q(v) clamps to the other (clamped to int32).
+struct InputBounds {
+  std::int32_t low, high;
+};
+// The bounds for these parameters (remembered per thread for the last ones asked for), and the
+// two rounding shifts' addends as one (block_avx2.cpp).
+InputBounds input_bounds(std::int32_t scale, int shift, int fp_cast_shift);
+std::int64_t rounding_addend(int shift, int fp_cast_shift);
+
+// The quantizer (rounding shift, int8 clamp) and activation of 8 int32 values, bias added.
+// The clamp to int8 happens before the product, on v in 32 bits: q(v) = floor((v * scale + h) /
+// 2^T) is monotone in v, so v is first clamped to [v_low, v_high], the last value whose q clamps
+// to one int8 end and the first whose q clamps to the other (input_bounds, exact); outside that
+// range the clamped result is the end's, inside it |q| <= 128 + 2^15 fits the lanes' low 32 bits,
+// so the 64-bit lanes need no compares and the int8 clamp and ReLU / Clip are one 32-bit max and
+// min.
+struct Quantizer {
+  __m256i vscale, add, sub, v_low, v_high, out_low, out_high_none, out_high_clip;
+  __m128i count;
+  __attribute__((target("avx2")))
+  Quantizer(std::int32_t scale, int shift, int fp_cast_shift, std::int32_t clip) {
+    const int total = shift + fp_cast_shift;
+    const std::int64_t h = rounding_addend(shift, fp_cast_shift);
+    vscale = _mm256_set1_epi32(scale);
+    add = _mm256_set1_epi64x(h + (std::int64_t{1} << 62));
+    sub = _mm256_set1_epi64x(std::int64_t{1} << (62 - total));
+    count = _mm_cvtsi32_si128(total);
+    const InputBounds bounds = input_bounds(scale, shift, fp_cast_shift);
+    v_low = _mm256_set1_epi32(bounds.low);
+    v_high = _mm256_set1_epi32(bounds.high);
+    out_low = _mm256_set1_epi32(-128);
+    out_high_none = _mm256_set1_epi32(127);
+    out_high_clip = _mm256_set1_epi32(std::min(clip, std::int32_t{127}));
+  }
+  template <int kAct>
+  __attribute__((target("avx2"))) __m256i operator()(__m256i v) const {
+    v = _mm256_min_epi32(_mm256_max_epi32(v, v_low), v_high);
+    const __m256i even = shift_lanes(_mm256_mul_epi32(v, vscale), add, sub, count);
+    const __m256i odd =
+        shift_lanes(_mm256_mul_epi32(_mm256_srli_epi64(v, 32), vscale), add, sub, count);
+    const __m256i r = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+    // int8 clamp and activation: ReLU and Clip raise the low end to 0, Clip lowers the high end.
+    const __m256i lowered = _mm256_min_epi32(r, kAct == 1 ? out_high_clip : out_high_none);
+    return _mm256_max_epi32(lowered, kAct >= 0 ? _mm256_setzero_si256() : out_low);
+  }
+};
+
+}  // namespace npukit::device::detail
+
+#endif
