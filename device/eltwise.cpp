@@ -223,33 +223,25 @@ bool eltwise_words(LayerContext& ctx, const EltwiseLaneParams& lane, const Activ
   // n bytes (whole words) from byte `at` of the layout: a and b the operands', y the output's.
   auto run = [&](std::uint64_t at, const std::uint8_t* a, const std::uint8_t* b, std::uint8_t* y,
                  std::uint64_t n) {
-    constexpr std::uint64_t kChunk = 512;
-    alignas(32) std::int32_t lanes[kChunk], values[kChunk];
-    for (std::uint64_t i = 0; i < n; i += kChunk) {
-      const std::uint64_t m = std::min(kChunk, n - i);
-      const auto* sa = reinterpret_cast<const std::int8_t*>(a + i);
-      const auto* sb = reinterpret_cast<const std::int8_t*>(b + i);
-      wrapped += detail::eltwise_span_avx2(lane, sa, sb, lanes, m);
-      detail::quantize_span_avx2(lanes, values, m, 0, cfg.quant_scale, cfg.quant_shift, fp_cast,
-                                 act, cfg.act_param);
-      // The padding bytes: left out of `wrapped` (read before y is written: y may be a), then 0.
-      auto each_padding_byte = [&](auto f) {
-        for (std::uint64_t w = (at + i) / 32; w < (at + i + m) / 32; ++w) {
-          const bool pad_c = real_c != 0 && w / group_words == last_group;
-          const bool pad_p = real_p != 0 && w % group_words == group_words - 1;
-          if (pad_c || pad_p)
-            for (std::uint64_t k = 0; k < 32; ++k)
-              if ((pad_c && k / 4 >= real_c) || (pad_p && k % 4 >= real_p)) f(w * 32 - at + k);
-        }
-      };
-      if (padded)
-        each_padding_byte([&](std::uint64_t e) {
-          wrapped -= eltwise_zero_point_wraps(static_cast<std::int8_t>(a[e]), lane.a_zero) ||
-                     eltwise_zero_point_wraps(static_cast<std::int8_t>(b[e]), lane.b_zero);
-        });
-      detail::int8_values_to_bytes_avx2(values, y + i, m);
-      if (padded) each_padding_byte([&](std::uint64_t e) { y[e] = 0; });
-    }
+    // The padding bytes: left out of `wrapped` (read before y is written: y may be a), then 0.
+    auto each_padding_byte = [&](auto f) {
+      for (std::uint64_t w = at / 32; w < (at + n) / 32; ++w) {
+        const bool pad_c = real_c != 0 && w / group_words == last_group;
+        const bool pad_p = real_p != 0 && w % group_words == group_words - 1;
+        if (pad_c || pad_p)
+          for (std::uint64_t k = 0; k < 32; ++k)
+            if ((pad_c && k / 4 >= real_c) || (pad_p && k % 4 >= real_p)) f(w * 32 - at + k);
+      }
+    };
+    if (padded)
+      each_padding_byte([&](std::uint64_t e) {
+        wrapped -= eltwise_zero_point_wraps(static_cast<std::int8_t>(a[e]), lane.a_zero) ||
+                   eltwise_zero_point_wraps(static_cast<std::int8_t>(b[e]), lane.b_zero);
+      });
+    wrapped += detail::eltwise_quantized_bytes_avx2(
+        lane, reinterpret_cast<const std::int8_t*>(a), reinterpret_cast<const std::int8_t*>(b), y,
+        n, cfg.quant_scale, cfg.quant_shift, fp_cast, act, cfg.act_param);
+    if (padded) each_padding_byte([&](std::uint64_t e) { y[e] = 0; });
   };
   // Addresses and pages are multiples of 32, so every page piece is whole words. A page never
   // written reads as zeros. The output's page is taken for writing first: with the output on an

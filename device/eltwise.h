@@ -52,6 +52,15 @@ std::uint64_t eltwise_span_avx2(const EltwiseLaneParams& p, const std::int8_t* a
                                 const std::int8_t* b, std::int32_t* out, std::uint64_t n);
 // out[i] = the low byte of values[i], for values in [-128, 127] (the quantizer's output).
 void int8_values_to_bytes_avx2(const std::int32_t* values, std::uint8_t* out, std::uint64_t n);
+// eltwise_span_avx2, then quantize_span_avx2 with bias 0 (the tail's quantizer and ReLU / Clip,
+// act as there), then int8_values_to_bytes_avx2, in one pass for add and sub: 32 values a step
+// from the operands' bytes to the output's in registers (the output may be an operand: each
+// step reads its bytes before writing them). Other types, and the last n % 32 values, go
+// through the three passes. Returns the wrapped count, as eltwise_span.
+std::uint64_t eltwise_quantized_bytes_avx2(const EltwiseLaneParams& p, const std::int8_t* a,
+                                           const std::int8_t* b, std::uint8_t* out, std::uint64_t n,
+                                           std::int32_t scale, int shift, int fp_cast_shift,
+                                           int act, std::int32_t clip);
 }  // namespace detail
 
 // Registers run_eltwise with the block registry (block.h).

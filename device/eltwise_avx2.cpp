@@ -6,6 +6,7 @@
 // (L * R + 2^9) >> 10, which are bits 10..41 of the sum, the same for a logical shift (AVX2 has
 // no 64-bit arithmetic one). Zero-point wraps (d outside int8) are counted from the same d.
 #include "device/eltwise.h"
+#include "device/quantizer_avx2.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -80,6 +81,87 @@ std::uint64_t eltwise_span_avx2(const EltwiseLaneParams& p, const std::int8_t* a
   return wrapped;
 }
 
+namespace {
+// 32 values a step: 4 x 8 lanes of the sum (L +- R, span_blocks' arithmetic; with both zero
+// points 0 nothing can wrap and the check is left out), quantized, packed to bytes as
+// int8_values_to_bytes_avx2 packs them.
+template <isa::EltType kType, int kAct, bool kZeroPoints>
+__attribute__((target("avx2"))) std::uint64_t quantized_blocks(
+    const EltwiseLaneParams& p, const std::int8_t* a, const std::int8_t* b, std::uint8_t* out,
+    std::uint64_t n, const Quantizer& quant, std::uint64_t& wrapped) {
+  const __m256i a_zero = _mm256_set1_epi32(p.a_zero), b_zero = _mm256_set1_epi32(p.b_zero);
+  const __m256i a_scale = _mm256_set1_epi32(p.a_scale), b_scale = _mm256_set1_epi32(p.b_scale);
+  const __m256i hi = _mm256_set1_epi32(127), lo = _mm256_set1_epi32(-128);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  std::uint64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k) {
+      __m256i da =
+          _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a + i + 8 * k)));
+      __m256i db =
+          _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + i + 8 * k)));
+      if constexpr (kZeroPoints) {
+        da = _mm256_sub_epi32(da, a_zero), db = _mm256_sub_epi32(db, b_zero);
+        const __m256i outside = _mm256_or_si256(
+            _mm256_or_si256(_mm256_cmpgt_epi32(da, hi), _mm256_cmpgt_epi32(lo, da)),
+            _mm256_or_si256(_mm256_cmpgt_epi32(db, hi), _mm256_cmpgt_epi32(lo, db)));
+        wrapped += static_cast<std::uint64_t>(__builtin_popcount(
+            static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(outside)))));
+      }
+      const __m256i left = _mm256_mullo_epi32(da, a_scale);
+      const __m256i right = _mm256_mullo_epi32(db, b_scale);
+      q[k] = quant.template operator()<kAct>(kType == isa::EltType::kAdd
+                                                 ? _mm256_add_epi32(left, right)
+                                                 : _mm256_sub_epi32(left, right));
+    }
+    const __m256i low = _mm256_packs_epi32(q[0], q[1]), high = _mm256_packs_epi32(q[2], q[3]);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        _mm256_permutevar8x32_epi32(_mm256_packs_epi16(low, high), order));
+  }
+  return i;
+}
+
+template <isa::EltType kType, int kAct>
+__attribute__((target("avx2"))) std::uint64_t quantized_blocks(
+    const EltwiseLaneParams& p, const std::int8_t* a, const std::int8_t* b, std::uint8_t* out,
+    std::uint64_t n, const Quantizer& quant, std::uint64_t& wrapped) {
+  return p.a_zero == 0 && p.b_zero == 0
+             ? quantized_blocks<kType, kAct, false>(p, a, b, out, n, quant, wrapped)
+             : quantized_blocks<kType, kAct, true>(p, a, b, out, n, quant, wrapped);
+}
+}  // namespace
+
+__attribute__((target("avx2"))) std::uint64_t eltwise_quantized_bytes_avx2(
+    const EltwiseLaneParams& p, const std::int8_t* a, const std::int8_t* b, std::uint8_t* out,
+    std::uint64_t n, std::int32_t scale, int shift, int fp_cast_shift, int act, std::int32_t clip) {
+  std::uint64_t wrapped = 0, i = 0;
+  if (p.type == isa::EltType::kAdd || p.type == isa::EltType::kSub) {
+    const Quantizer quant(scale, shift, fp_cast_shift, clip);
+    const bool add = p.type == isa::EltType::kAdd;
+    using isa::EltType;
+    if (act == 0)
+      i = add ? quantized_blocks<EltType::kAdd, 0>(p, a, b, out, n, quant, wrapped)
+              : quantized_blocks<EltType::kSub, 0>(p, a, b, out, n, quant, wrapped);
+    else if (act == 1)
+      i = add ? quantized_blocks<EltType::kAdd, 1>(p, a, b, out, n, quant, wrapped)
+              : quantized_blocks<EltType::kSub, 1>(p, a, b, out, n, quant, wrapped);
+    else
+      i = add ? quantized_blocks<EltType::kAdd, -1>(p, a, b, out, n, quant, wrapped)
+              : quantized_blocks<EltType::kSub, -1>(p, a, b, out, n, quant, wrapped);
+  }
+  // The rest (other types, the last values) in the three passes, through small buffers.
+  constexpr std::uint64_t kChunk = 512;
+  alignas(32) std::int32_t lanes[kChunk], values[kChunk];
+  for (; i < n; i += kChunk) {
+    const std::uint64_t m = std::min(kChunk, n - i);
+    wrapped += eltwise_span_avx2(p, a + i, b + i, lanes, m);
+    quantize_span_avx2(lanes, values, m, 0, scale, shift, fp_cast_shift, act, clip);
+    int8_values_to_bytes_avx2(values, out + i, m);
+  }
+  return wrapped;
+}
+
 __attribute__((target("avx2"))) void int8_values_to_bytes_avx2(const std::int32_t* values,
                                                                std::uint8_t* out, std::uint64_t n) {
   // Saturating packs are exact on int8 values; they interleave the 128-bit halves, which the
@@ -97,6 +179,12 @@ __attribute__((target("avx2"))) void int8_values_to_bytes_avx2(const std::int32_
 }
 
 #else
+
+std::uint64_t eltwise_quantized_bytes_avx2(const EltwiseLaneParams&, const std::int8_t*,
+                                           const std::int8_t*, std::uint8_t*, std::uint64_t,
+                                           std::int32_t, int, int, int, std::int32_t) {
+  fail("eltwise: AVX2 on a CPU that is not x86");
+}
 
 void int8_values_to_bytes_avx2(const std::int32_t*, std::uint8_t*, std::uint64_t) {
   fail("int8_values_to_bytes: AVX2 on a CPU that is not x86");
