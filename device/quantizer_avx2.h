@@ -36,9 +36,19 @@ std::int64_t rounding_addend(int shift, int fp_cast_shift);
 // range the clamped result is the end's, inside it |q| <= 128 + 2^15 fits the lanes' low 32 bits,
 // so the 64-bit lanes need no compares and the int8 clamp and ReLU / Clip are one 32-bit max and
 // min.
+//
+// Narrow: when every clamped v has |v * scale| + h < 2^31 and T <= 31 (a conv's tail: with
+// scale about 2^15 and T about 22, |v| stays below about 2^14), the product and the addend fit
+// int32, and floor((v * scale + h) / 2^T) is a 32-bit multiply, add and arithmetic shift: the
+// same integers in half the operations.
+inline std::uint64_t magnitude(std::int64_t v) {
+  return v < 0 ? 0 - static_cast<std::uint64_t>(v) : static_cast<std::uint64_t>(v);
+}
+
 struct Quantizer {
-  __m256i vscale, add, sub, v_low, v_high, out_low, out_high_none, out_high_clip;
+  __m256i vscale, add, sub, v_low, v_high, out_low, out_high_none, out_high_clip, add32;
   __m128i count;
+  bool narrow;
   __attribute__((target("avx2")))
   Quantizer(std::int32_t scale, int shift, int fp_cast_shift, std::int32_t clip) {
     const int total = shift + fp_cast_shift;
@@ -50,6 +60,11 @@ struct Quantizer {
     const InputBounds bounds = input_bounds(scale, shift, fp_cast_shift);
     v_low = _mm256_set1_epi32(bounds.low);
     v_high = _mm256_set1_epi32(bounds.high);
+    // |v| <= 2^31 and |scale| <= 2^31: the product's magnitude fits int64 unsigned arithmetic.
+    const std::uint64_t v_max = std::max(magnitude(bounds.low), magnitude(bounds.high));
+    narrow = total <= 31 && h < (std::int64_t{1} << 31) &&
+             v_max * magnitude(scale) + static_cast<std::uint64_t>(h) < (std::uint64_t{1} << 31);
+    add32 = _mm256_set1_epi32(static_cast<std::int32_t>(narrow ? h : 0));
     out_low = _mm256_set1_epi32(-128);
     out_high_none = _mm256_set1_epi32(127);
     out_high_clip = _mm256_set1_epi32(std::min(clip, std::int32_t{127}));
@@ -57,10 +72,15 @@ struct Quantizer {
   template <int kAct>
   __attribute__((target("avx2"))) __m256i operator()(__m256i v) const {
     v = _mm256_min_epi32(_mm256_max_epi32(v, v_low), v_high);
-    const __m256i even = shift_lanes(_mm256_mul_epi32(v, vscale), add, sub, count);
-    const __m256i odd =
-        shift_lanes(_mm256_mul_epi32(_mm256_srli_epi64(v, 32), vscale), add, sub, count);
-    const __m256i r = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+    __m256i r;
+    if (narrow) {
+      r = _mm256_sra_epi32(_mm256_add_epi32(_mm256_mullo_epi32(v, vscale), add32), count);
+    } else {
+      const __m256i even = shift_lanes(_mm256_mul_epi32(v, vscale), add, sub, count);
+      const __m256i odd =
+          shift_lanes(_mm256_mul_epi32(_mm256_srli_epi64(v, 32), vscale), add, sub, count);
+      r = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+    }
     // int8 clamp and activation: ReLU and Clip raise the low end to 0, Clip lowers the high end.
     const __m256i lowered = _mm256_min_epi32(r, kAct == 1 ? out_high_clip : out_high_none);
     return _mm256_max_epi32(lowered, kAct >= 0 ? _mm256_setzero_si256() : out_low);
