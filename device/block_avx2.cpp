@@ -161,8 +161,11 @@ __attribute__((target("avx2"))) void tail_words(const TailWords& t, std::uint64_
     const std::uint64_t p0 = w * 4, cn = std::min<std::uint64_t>(8, t.channels - c0);
     std::uint8_t* o = out + (word - first) * 32 * width;
     const std::uint8_t* a = accumulants ? accumulants + (word - first) * 128 : nullptr;
-    if (cn < 8 || p0 + 4 > P) {
-      tail_word_scalar(t, c0, cn, p0, std::min<std::uint64_t>(4, P - p0), o, a);
+    // A word's pixels past the last (the last word of a group: a 7x7 plane's 49th pixel, the 1x1
+    // output of a global pool's pieces) are read as 0 and written as 0.
+    const std::uint64_t real = std::min<std::uint64_t>(4, P - p0);
+    if (cn < 8) {
+      tail_word_scalar(t, c0, cn, p0, real, o, a);
     } else {
       if (bias_group != c0) {
         bias_group = c0;
@@ -172,11 +175,16 @@ __attribute__((target("avx2"))) void tail_words(const TailWords& t, std::uint64_
                             : _mm256_setzero_si256();
       }
       const std::int32_t* x = t.acc + c0 * P + p0;
+      const __m128i pixel_ok =
+          _mm_cmpgt_epi32(_mm_set1_epi32(static_cast<int>(real)), _mm_setr_epi32(0, 1, 2, 3));
+      auto pixels = [&](const std::int32_t* from) __attribute__((target("avx2"), always_inline)) {
+        return real == 4 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(from))
+                         : _mm_maskload_epi32(from, pixel_ok);
+      };
       __m256i r[4];
       for (int jj = 0; jj < 4; ++jj) {
         const std::int32_t* x0 = x + 2 * jj * P;
-        __m256i v = _mm256_setr_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x0)),
-                                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(x0 + P)));
+        __m256i v = _mm256_setr_m128i(pixels(x0), pixels(x0 + P));
         if (a)
           v = _mm256_add_epi32(
               v, _mm256_shuffle_epi8(
@@ -185,16 +193,29 @@ __attribute__((target("avx2"))) void tail_words(const TailWords& t, std::uint64_
         if constexpr (kQuant) v = quant.template operator()<kAct>(v);
         r[jj] = v;
       }
+      // Lanes and bytes are pixel-minor in both widths (element c * 4 + pixel).
+      const __m256i keep = _mm256_setr_m128i(pixel_ok, pixel_ok);
       if (width == 4) {
-        for (int jj = 0; jj < 4; ++jj)
+        for (int jj = 0; jj < 4; ++jj) {
+          const __m256i v = real == 4 ? r[jj] : _mm256_and_si256(r[jj], keep);
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + jj * 32),
-                              _mm256_shuffle_epi8(r[jj], bswap));
+                              _mm256_shuffle_epi8(v, bswap));
+        }
       } else {
         // int8 values (the quantizer clamped them): packs cannot saturate. Lanes then hold
         // channels 0 2 4 6 | 1 3 5 7, 4 bytes each; the permute puts them in channel order.
         const __m256i p =
             _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), _mm256_permutevar8x32_epi32(p, order));
+        __m256i bytes = _mm256_permutevar8x32_epi32(p, order);
+        if (real < 4) {
+          // Byte c * 4 + i for i < real: from each 32-bit lane's mask, the bytes of pixel i.
+          const __m256i byte_keep =
+              _mm256_cmpgt_epi8(_mm256_set1_epi8(static_cast<char>(real)),
+                                _mm256_setr_epi8(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0,
+                                                 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3));
+          bytes = _mm256_and_si256(bytes, byte_keep);
+        }
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), bytes);
       }
     }
     if (++w == per_group) w = 0, c0 += 8;

@@ -238,61 +238,69 @@ TEST(TailWriteOutput, EveryPathEqualsTheDefinition) {
                         {"quantize clip", true, 1, 1},  {"quantize int32", true, 0, 4},
                         {"leaky", true, 2, 1},          {"bias pass-through", false, -1, 4},
                         {"relu on int32", false, 0, 4}, {"int32 low byte", false, -1, 1}};
-  const std::uint64_t channels = 13, oh = 3, ow = 345, pixels = oh * ow;
+  // Channels and pixels: padding channels with a partial last word of 3 pixels, then whole
+  // channel groups whose last word holds 1 pixel (7x7), 2, and the one pixel of a global pool.
+  struct Shape {
+    std::uint64_t channels, oh, ow;
+  };
+  const Shape shapes[] = {{13, 3, 345}, {16, 7, 7}, {24, 2, 3}, {32, 1, 1}};
   std::mt19937 rng(13);
-  for (const isa::SaArch& arch : isa::kSupportedArchs)
-    for (const Case& k : cases)
-      for (const bool accumulants : {false, true})
-        for (const std::uint64_t addr :
-             {Dram::kPageBytes - 4096, Dram::kPageBytes - 4096 + 32 + 4}) {
-          SCOPED_TRACE(fmt::format("{} {} accumulants {} addr 0x{:x}", arch.str(), k.name,
-                                   accumulants, addr));
-          const ActivationLayout layout = ActivationLayout::for_arch(arch, channels, pixels);
-          Dram dram(1u << 20);
-          dram.fill(addr, layout.bytes() * k.width, 0xAA, "old contents");
-          std::vector<std::int32_t> acc(channels * pixels);
-          for (std::int32_t& v : acc)
-            v = static_cast<std::int32_t>(std::uniform_int_distribution<std::int64_t>(
-                k.quant ? -300000 : kMin, k.quant ? 300000 : kMax)(rng));
-          const std::uint64_t acc_addr = 3 * Dram::kPageBytes + (addr % 64);
-          const TailSetup setup =
-              tail_setup(dram, arch, layout, oh, ow, k.width, k.quant, k.act, addr, accumulants,
-                         acc_addr, 6 * Dram::kPageBytes, rng);
-          const std::vector<std::int32_t>&accum = setup.accum, &bias = setup.bias;
-          const std::int32_t scale = setup.scale, clip = TailSetup::kClip;
-          const int shift = setup.shift;
-          const std::int32_t neg_alpha = TailSetup::kNegAlpha, pos_alpha = TailSetup::kPosAlpha;
-          const isa::Instruction mega(isa::Opcode::CONV);
-          Diagnostics diag;
-          LayerContext ctx{arch, dram, mega, &setup.output, &setup.tail, 1, diag, 1, 2, 3};
-          const TailPipeline tail(ctx, channels);
-          for (const Isa isa : blocks_testing::isa_paths()) {
-            SCOPED_TRACE(fmt::format("path {}", cpu::name(isa)));
+  for (const Shape& shape : shapes)
+    for (const isa::SaArch& arch : isa::kSupportedArchs)
+      for (const Case& k : cases)
+        for (const bool accumulants : {false, true})
+          for (const std::uint64_t addr :
+               {Dram::kPageBytes - 4096, Dram::kPageBytes - 4096 + 32 + 4}) {
+            const std::uint64_t channels = shape.channels, oh = shape.oh, ow = shape.ow;
+            const std::uint64_t pixels = oh * ow;
+            SCOPED_TRACE(fmt::format("{}x{}x{} {} {} accumulants {} addr 0x{:x}", channels, oh, ow,
+                                     arch.str(), k.name, accumulants, addr));
+            const ActivationLayout layout = ActivationLayout::for_arch(arch, channels, pixels);
+            Dram dram(1u << 20);
             dram.fill(addr, layout.bytes() * k.width, 0xAA, "old contents");
-            EXPECT_EQ(
-                tail.write_output(ctx, layout, acc.data(), accumulants ? &acc_addr : nullptr, isa),
-                layout.bytes() * k.width);
-            const Bytes raw = dram.read(addr, layout.bytes() * k.width, "check");
-            expect_words(
-                raw, layout, k.width, [&](std::uint64_t c, std::uint64_t p, std::uint64_t at) {
-                  std::int32_t v = acc[c * pixels + p];
-                  if (accumulants) v = wrap_add(v, accum[at]);
-                  const int plain_act = k.act <= 1 ? k.act : -1;
-                  std::int64_t want = 0;
-                  if (k.quant) {
-                    want = definition(v, bias[c], scale, shift, 0, plain_act, clip);
-                  } else {
-                    want = wrap_add(v, bias[c]);
-                    if (k.act == 0) want = std::max<std::int64_t>(want, 0);
-                  }
-                  if (k.act == 2) {
-                    const std::int64_t y = ((want < 0 ? neg_alpha : pos_alpha) * want) >> 8;
-                    want = std::clamp<std::int64_t>(y, -128, 127);
-                  }
-                  return want;
-                });
+            std::vector<std::int32_t> acc(channels * pixels);
+            for (std::int32_t& v : acc)
+              v = static_cast<std::int32_t>(std::uniform_int_distribution<std::int64_t>(
+                  k.quant ? -300000 : kMin, k.quant ? 300000 : kMax)(rng));
+            const std::uint64_t acc_addr = 3 * Dram::kPageBytes + (addr % 64);
+            const TailSetup setup =
+                tail_setup(dram, arch, layout, oh, ow, k.width, k.quant, k.act, addr, accumulants,
+                           acc_addr, 6 * Dram::kPageBytes, rng);
+            const std::vector<std::int32_t>&accum = setup.accum, &bias = setup.bias;
+            const std::int32_t scale = setup.scale, clip = TailSetup::kClip;
+            const int shift = setup.shift;
+            const std::int32_t neg_alpha = TailSetup::kNegAlpha, pos_alpha = TailSetup::kPosAlpha;
+            const isa::Instruction mega(isa::Opcode::CONV);
+            Diagnostics diag;
+            LayerContext ctx{arch, dram, mega, &setup.output, &setup.tail, 1, diag, 1, 2, 3};
+            const TailPipeline tail(ctx, channels);
+            for (const Isa isa : blocks_testing::isa_paths()) {
+              SCOPED_TRACE(fmt::format("path {}", cpu::name(isa)));
+              dram.fill(addr, layout.bytes() * k.width, 0xAA, "old contents");
+              EXPECT_EQ(tail.write_output(ctx, layout, acc.data(),
+                                          accumulants ? &acc_addr : nullptr, isa),
+                        layout.bytes() * k.width);
+              const Bytes raw = dram.read(addr, layout.bytes() * k.width, "check");
+              expect_words(
+                  raw, layout, k.width, [&](std::uint64_t c, std::uint64_t p, std::uint64_t at) {
+                    std::int32_t v = acc[c * pixels + p];
+                    if (accumulants) v = wrap_add(v, accum[at]);
+                    const int plain_act = k.act <= 1 ? k.act : -1;
+                    std::int64_t want = 0;
+                    if (k.quant) {
+                      want = definition(v, bias[c], scale, shift, 0, plain_act, clip);
+                    } else {
+                      want = wrap_add(v, bias[c]);
+                      if (k.act == 0) want = std::max<std::int64_t>(want, 0);
+                    }
+                    if (k.act == 2) {
+                      const std::int64_t y = ((want < 0 ? neg_alpha : pos_alpha) * want) >> 8;
+                      want = std::clamp<std::int64_t>(y, -128, 127);
+                    }
+                    return want;
+                  });
+            }
           }
-        }
 }
 
 }  // namespace
