@@ -18,33 +18,39 @@ namespace npukit::device::detail {
 
 namespace {
 
-template <isa::EltType kType>
-__attribute__((target("avx2"))) std::uint64_t span_blocks(const EltwiseLaneParams& p,
-                                                          const std::int8_t* a,
-                                                          const std::int8_t* b, std::int32_t* out,
-                                                          std::uint64_t n, std::uint64_t& wrapped) {
-  const __m256i a_zero = _mm256_set1_epi32(p.a_zero), b_zero = _mm256_set1_epi32(p.b_zero);
-  const __m256i a_scale = _mm256_set1_epi32(p.a_scale), b_scale = _mm256_set1_epi32(p.b_scale);
-  const __m256i hi = _mm256_set1_epi32(127), lo = _mm256_set1_epi32(-128);
-  const __m256i round = _mm256_set1_epi64x(std::int64_t{1} << 9);
-  std::uint64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256i da = _mm256_sub_epi32(
-        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a + i))), a_zero);
-    const __m256i db = _mm256_sub_epi32(
-        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + i))), b_zero);
-    const __m256i outside =
-        _mm256_or_si256(_mm256_or_si256(_mm256_cmpgt_epi32(da, hi), _mm256_cmpgt_epi32(lo, da)),
-                        _mm256_or_si256(_mm256_cmpgt_epi32(db, hi), _mm256_cmpgt_epi32(lo, db)));
-    wrapped += static_cast<std::uint64_t>(__builtin_popcount(
-        static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(outside)))));
+// The lanes of 8 operand pairs: the operands minus their zero points times their scales, then
+// added, subtracted or (mult) multiplied, with the lanes whose operands left int8 counted into
+// `wrapped`. kZeroPoints false: both zero points are 0, so no operand can leave int8 and the
+// subtraction and the count are left out.
+struct Lanes {
+  __m256i a_zero, b_zero, a_scale, b_scale, hi, lo, round;
+  __attribute__((target("avx2"))) explicit Lanes(const EltwiseLaneParams& p)
+      : a_zero(_mm256_set1_epi32(p.a_zero)),
+        b_zero(_mm256_set1_epi32(p.b_zero)),
+        a_scale(_mm256_set1_epi32(p.a_scale)),
+        b_scale(_mm256_set1_epi32(p.b_scale)),
+        hi(_mm256_set1_epi32(127)),
+        lo(_mm256_set1_epi32(-128)),
+        round(_mm256_set1_epi64x(std::int64_t{1} << 9)) {}
+  template <isa::EltType kType, bool kZeroPoints>
+  __attribute__((target("avx2"))) __m256i operator()(const std::int8_t* a, const std::int8_t* b,
+                                                     std::uint64_t& wrapped) const {
+    __m256i da = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a)));
+    __m256i db = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b)));
+    if constexpr (kZeroPoints) {
+      da = _mm256_sub_epi32(da, a_zero), db = _mm256_sub_epi32(db, b_zero);
+      const __m256i outside =
+          _mm256_or_si256(_mm256_or_si256(_mm256_cmpgt_epi32(da, hi), _mm256_cmpgt_epi32(lo, da)),
+                          _mm256_or_si256(_mm256_cmpgt_epi32(db, hi), _mm256_cmpgt_epi32(lo, db)));
+      wrapped += static_cast<std::uint64_t>(__builtin_popcount(
+          static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(outside)))));
+    }
     const __m256i left = _mm256_mullo_epi32(da, a_scale);
     const __m256i right = _mm256_mullo_epi32(db, b_scale);
-    __m256i r;
     if constexpr (kType == isa::EltType::kAdd) {
-      r = _mm256_add_epi32(left, right);
+      return _mm256_add_epi32(left, right);
     } else if constexpr (kType == isa::EltType::kSub) {
-      r = _mm256_sub_epi32(left, right);
+      return _mm256_sub_epi32(left, right);
     } else {
       const __m256i even =
           _mm256_srli_epi64(_mm256_add_epi64(_mm256_mul_epi32(left, right), round), 10);
@@ -52,10 +58,21 @@ __attribute__((target("avx2"))) std::uint64_t span_blocks(const EltwiseLaneParam
           _mm256_add_epi64(
               _mm256_mul_epi32(_mm256_srli_epi64(left, 32), _mm256_srli_epi64(right, 32)), round),
           10);
-      r = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+      return _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
     }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), r);
   }
+};
+
+template <isa::EltType kType>
+__attribute__((target("avx2"))) std::uint64_t span_blocks(const EltwiseLaneParams& p,
+                                                          const std::int8_t* a,
+                                                          const std::int8_t* b, std::int32_t* out,
+                                                          std::uint64_t n, std::uint64_t& wrapped) {
+  const Lanes lanes(p);
+  std::uint64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        lanes.template operator()<kType, true>(a + i, b + i, wrapped));
   return i;
 }
 
@@ -82,39 +99,20 @@ std::uint64_t eltwise_span_avx2(const EltwiseLaneParams& p, const std::int8_t* a
 }
 
 namespace {
-// 32 values a step: 4 x 8 lanes of the sum (L +- R, span_blocks' arithmetic; with both zero
-// points 0 nothing can wrap and the check is left out), quantized, packed to bytes as
+// 32 values a step: 4 x 8 lanes of the sum (Lanes), quantized, packed to bytes as
 // int8_values_to_bytes_avx2 packs them.
 template <isa::EltType kType, int kAct, bool kZeroPoints>
 __attribute__((target("avx2"))) std::uint64_t quantized_blocks(
     const EltwiseLaneParams& p, const std::int8_t* a, const std::int8_t* b, std::uint8_t* out,
     std::uint64_t n, const Quantizer& quant, std::uint64_t& wrapped) {
-  const __m256i a_zero = _mm256_set1_epi32(p.a_zero), b_zero = _mm256_set1_epi32(p.b_zero);
-  const __m256i a_scale = _mm256_set1_epi32(p.a_scale), b_scale = _mm256_set1_epi32(p.b_scale);
-  const __m256i hi = _mm256_set1_epi32(127), lo = _mm256_set1_epi32(-128);
+  const Lanes lanes(p);
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   std::uint64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     __m256i q[4];
-    for (int k = 0; k < 4; ++k) {
-      __m256i da =
-          _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a + i + 8 * k)));
-      __m256i db =
-          _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + i + 8 * k)));
-      if constexpr (kZeroPoints) {
-        da = _mm256_sub_epi32(da, a_zero), db = _mm256_sub_epi32(db, b_zero);
-        const __m256i outside = _mm256_or_si256(
-            _mm256_or_si256(_mm256_cmpgt_epi32(da, hi), _mm256_cmpgt_epi32(lo, da)),
-            _mm256_or_si256(_mm256_cmpgt_epi32(db, hi), _mm256_cmpgt_epi32(lo, db)));
-        wrapped += static_cast<std::uint64_t>(__builtin_popcount(
-            static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(outside)))));
-      }
-      const __m256i left = _mm256_mullo_epi32(da, a_scale);
-      const __m256i right = _mm256_mullo_epi32(db, b_scale);
-      q[k] = quant.template operator()<kAct>(kType == isa::EltType::kAdd
-                                                 ? _mm256_add_epi32(left, right)
-                                                 : _mm256_sub_epi32(left, right));
-    }
+    for (int k = 0; k < 4; ++k)
+      q[k] = quant.template operator()<kAct>(
+          lanes.template operator()<kType, kZeroPoints>(a + i + 8 * k, b + i + 8 * k, wrapped));
     const __m256i low = _mm256_packs_epi32(q[0], q[1]), high = _mm256_packs_epi32(q[2], q[3]);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
                         _mm256_permutevar8x32_epi32(_mm256_packs_epi16(low, high), order));
