@@ -646,7 +646,6 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
   // The steps of the first phase's groups (the snapshot), and all of them.
   const std::uint64_t split_steps = static_cast<std::uint64_t>(
       std::lower_bound(live.begin(), live.end(), split * taps) - live.begin());
-  const std::uint64_t steps = live.size();
   const std::uint64_t ow = c.ow(), pixels = c.oh() * ow;
   const std::uint64_t p_units = (pixels + kGemmPixels - 1) / kGemmPixels;
   const std::uint64_t k_units = (kn_padded + kGemmK - 1) / kGemmK;
@@ -669,9 +668,9 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
       const std::uint64_t from = std::max(c.snapshot_from, k0);
       out(y.data() + (from - k0), n, k_end - from,
           snapshot + (from - c.snapshot_from) * pixels + p0, pixels);
-      run(split_steps, steps, true);
+      run(split_steps, op.steps, true);
     } else {
-      run(0, steps, false);
+      run(0, op.steps, false);
     }
     if (sink)
       sink->fn(sink->ctx, y.data(), kGemmK, p0, n, k0, k_end - k0);

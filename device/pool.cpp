@@ -144,10 +144,10 @@ static bool max_pool_words(LayerContext& ctx, const PoolShape& s, const Activati
   if (s.type != PoolType::kMax || in_layout.channel_group != 8 || in_layout.pixels_per_word != 4 ||
       !cpu::path_allowed(cpu::resolve(Isa::kAuto, "pool words"), Isa::kAvx2))
     return false;
+  // OpWidth 1: run_pool has required it (require_int8_output).
   const OutputConfig out = checked_output(ctx, out_layout);
   const std::uint64_t in_bytes = in_layout.bytes(), out_bytes = out_layout.bytes();
-  if (out.op_width != 1 ||
-      !(out.output_addr + out_bytes <= in_addr || in_addr + in_bytes <= out.output_addr))
+  if (!(out.output_addr + out_bytes <= in_addr || in_addr + in_bytes <= out.output_addr))
     return false;
   thread_local std::vector<std::uint8_t> in, result;
   in.resize(in_bytes + 32);  // the last group's word loads stay inside

@@ -29,6 +29,11 @@ struct InputBounds {
 InputBounds input_bounds(std::int32_t scale, int shift, int fp_cast_shift);
 std::int64_t rounding_addend(int shift, int fp_cast_shift);
 
+// |v| without overflow for any int64.
+inline std::uint64_t magnitude(std::int64_t v) {
+  return v < 0 ? 0 - static_cast<std::uint64_t>(v) : static_cast<std::uint64_t>(v);
+}
+
 // The quantizer (rounding shift, int8 clamp) and activation of 8 int32 values, bias added.
 // The clamp to int8 happens before the product, on v in 32 bits: q(v) = floor((v * scale + h) /
 // 2^T) is monotone in v, so v is first clamped to [v_low, v_high], the last value whose q clamps
@@ -41,10 +46,6 @@ std::int64_t rounding_addend(int shift, int fp_cast_shift);
 // scale about 2^15 and T about 22, |v| stays below about 2^14), the product and the addend fit
 // int32, and floor((v * scale + h) / 2^T) is a 32-bit multiply, add and arithmetic shift: the
 // same integers in half the operations.
-inline std::uint64_t magnitude(std::int64_t v) {
-  return v < 0 ? 0 - static_cast<std::uint64_t>(v) : static_cast<std::uint64_t>(v);
-}
-
 struct Quantizer {
   __m256i vscale, add, sub, v_low, v_high, out_low, out_high_none, out_high_clip, add32;
   __m128i count;
