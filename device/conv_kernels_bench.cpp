@@ -11,6 +11,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -28,7 +29,10 @@ using namespace npukit::device::conv_kernels;
 // signed, 1 relu), level (1 scalar, 2 avx2, 3 avxvnni, 4 avx512vnni), kept (1: the weights are
 // packed once and kept in a WeightPacks, as conv.cpp runs a network image after image; 0: packed
 // on every call), form (0: dense_conv as it dispatches; 1: the Winograd path with its AVX2
-// pieces, device/conv_winograd.h, for 3x3 stride-1 shapes whichever form dense_conv picks).
+// pieces, device/conv_winograd.h, for 3x3 stride-1 shapes whichever form dense_conv picks),
+// weights (0: uniform on -128..127, the worst case for the u8 quads' step pairs, pair_steps;
+// 1: as a per-channel symmetric quantizer leaves a trained layer: normal, each output channel
+// scaled to a largest magnitude of 127).
 void BM_DenseConv(benchmark::State& state) {
   const auto level = static_cast<npukit::Isa>(state.range(6));
   if (!npukit::cpu::supports(level)) {
@@ -43,7 +47,20 @@ void BM_DenseConv(benchmark::State& state) {
   std::vector<std::int8_t> planes(cin * hw * hw), weights(cout * cin * k * k);
   const bool relu = state.range(5) != 0;
   for (auto& v : planes) v = static_cast<std::int8_t>(relu ? rng() % 128 : rng() % 256 - 128);
-  for (auto& v : weights) v = static_cast<std::int8_t>(rng() % 256 - 128);
+  if (state.range(9) == 0) {
+    for (auto& v : weights) v = static_cast<std::int8_t>(rng() % 256 - 128);
+  } else {
+    std::normal_distribution<double> normal;
+    const std::uint64_t per_channel = cin * k * k;
+    std::vector<double> real(per_channel);
+    for (std::uint64_t o = 0; o < cout; ++o) {
+      double largest = 0;
+      for (double& r : real) largest = std::max(largest, std::abs(r = normal(rng)));
+      for (std::uint64_t i = 0; i < per_channel; ++i)
+        weights[o * per_channel + i] =
+            static_cast<std::int8_t>(std::lround(real[i] / largest * 127));
+    }
+  }
   DenseConv conv;
   conv.planes = planes.data();
   conv.plane_count = cin;
@@ -74,28 +91,29 @@ void BM_DenseConv(benchmark::State& state) {
   const double macs = static_cast<double>(cin * cout * k * k * conv.oh() * conv.ow());
   state.counters["MAC/s"] = benchmark::Counter(macs, benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(npukit::cpu::name(level)) + (relu ? " relu" : " signed") +
-                 (conv.packs ? " kept" : "") + (winograd ? " winograd" : ""));
+                 (conv.packs ? " kept" : "") + (winograd ? " winograd" : "") +
+                 (state.range(9) ? " quantized" : ""));
 }
 // resnet18's 3x3 layers (also packing the weights on every call, as before the packs were kept),
 // its first layer (7x7 stride 2 on the signed 3-channel image), and resnet50's 1x1 layers.
 BENCHMARK(BM_DenseConv)
-    ->ArgNames({"ci", "co", "k", "hw", "s", "relu", "isa", "kept", "wino"})
-    ->ArgsProduct({{64}, {64}, {3}, {56}, {1}, {0, 1}, {1, 2, 3, 4}, {0, 1}, {0}})
-    ->ArgsProduct({{128}, {128}, {3}, {28}, {1}, {0, 1}, {2, 3, 4}, {0, 1}, {0}})
-    ->ArgsProduct({{256}, {256}, {3}, {14}, {1}, {0, 1}, {2, 3, 4}, {0, 1}, {0}})
-    ->ArgsProduct({{512}, {512}, {3}, {7}, {1}, {0, 1}, {2, 3, 4}, {0, 1}, {0}})
+    ->ArgNames({"ci", "co", "k", "hw", "s", "relu", "isa", "kept", "wino", "wt"})
+    ->ArgsProduct({{64}, {64}, {3}, {56}, {1}, {0, 1}, {1, 2, 3, 4}, {0, 1}, {0}, {0, 1}})
+    ->ArgsProduct({{128}, {128}, {3}, {28}, {1}, {0, 1}, {2, 3, 4}, {0, 1}, {0}, {0, 1}})
+    ->ArgsProduct({{256}, {256}, {3}, {14}, {1}, {0, 1}, {2, 3, 4}, {0, 1}, {0}, {0, 1}})
+    ->ArgsProduct({{512}, {512}, {3}, {7}, {1}, {0, 1}, {2, 3, 4}, {0, 1}, {0}, {0, 1}})
     // the Winograd form on the same 3x3 stride-1 shapes (weights kept)
-    ->ArgsProduct({{64}, {64}, {3}, {56}, {1}, {0, 1}, {2}, {1}, {1}})
-    ->ArgsProduct({{128}, {128}, {3}, {28}, {1}, {0, 1}, {2}, {1}, {1}})
-    ->ArgsProduct({{256}, {256}, {3}, {14}, {1}, {0, 1}, {2}, {1}, {1}})
-    ->ArgsProduct({{512}, {512}, {3}, {7}, {1}, {0, 1}, {2}, {1}, {1}})
-    ->ArgsProduct({{64}, {64}, {3}, {56}, {2}, {0, 1}, {2, 3, 4}, {1}, {0}})
-    ->ArgsProduct({{3}, {64}, {7}, {224}, {2}, {0}, {2, 3, 4}, {1}, {0}})
-    ->ArgsProduct({{256}, {64}, {1}, {56}, {1}, {1}, {2, 3, 4}, {1}, {0}})
-    ->ArgsProduct({{64}, {256}, {1}, {56}, {1}, {1}, {2, 3, 4}, {1}, {0}})
-    ->ArgsProduct({{1024}, {256}, {1}, {14}, {1}, {1}, {2, 3, 4}, {1}, {0}})
-    ->ArgsProduct({{2048}, {512}, {1}, {7}, {1}, {1}, {2, 3, 4}, {1}, {0}})
-    ->ArgsProduct({{512}, {2048}, {1}, {7}, {1}, {1}, {2, 3, 4}, {1}, {0}})
+    ->ArgsProduct({{64}, {64}, {3}, {56}, {1}, {0, 1}, {2}, {1}, {1}, {0}})
+    ->ArgsProduct({{128}, {128}, {3}, {28}, {1}, {0, 1}, {2}, {1}, {1}, {0}})
+    ->ArgsProduct({{256}, {256}, {3}, {14}, {1}, {0, 1}, {2}, {1}, {1}, {0}})
+    ->ArgsProduct({{512}, {512}, {3}, {7}, {1}, {0, 1}, {2}, {1}, {1}, {0}})
+    ->ArgsProduct({{64}, {64}, {3}, {56}, {2}, {0, 1}, {2, 3, 4}, {1}, {0}, {0, 1}})
+    ->ArgsProduct({{3}, {64}, {7}, {224}, {2}, {0}, {2, 3, 4}, {1}, {0}, {0}})
+    ->ArgsProduct({{256}, {64}, {1}, {56}, {1}, {1}, {2, 3, 4}, {1}, {0}, {0, 1}})
+    ->ArgsProduct({{64}, {256}, {1}, {56}, {1}, {1}, {2, 3, 4}, {1}, {0}, {0, 1}})
+    ->ArgsProduct({{1024}, {256}, {1}, {14}, {1}, {1}, {2, 3, 4}, {1}, {0}, {0, 1}})
+    ->ArgsProduct({{2048}, {512}, {1}, {7}, {1}, {1}, {2, 3, 4}, {1}, {0}, {0, 1}})
+    ->ArgsProduct({{512}, {2048}, {1}, {7}, {1}, {1}, {2, 3, 4}, {1}, {0}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
 
 // Depthwise 3x3 (one input plane per output channel, as conv.cpp runs kDepthwise layers) on
