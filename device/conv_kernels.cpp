@@ -299,6 +299,58 @@ void live_steps(const std::vector<std::uint32_t>& w, std::uint64_t groups, std::
     }
 }
 
+void pair_steps(const std::vector<std::uint32_t>& w, std::uint64_t steps, std::uint64_t split,
+                StepPairs& pairs) {
+  pairs.singles.clear();
+  pairs.begin.clear();
+  if (steps == 0 || split > steps) return;
+  const std::uint64_t blocks = w.size() / (steps * kGemmBlock), groups = (blocks + 1) / 2;
+  // Per lane (2 blocks x 8 words x 2 halves) of a step: the sums of its positive weights and of
+  // its negative weights' magnitudes. 127 * sum <= 32767 (or 32768) is sum <= 258 for both.
+  constexpr int kLanes = 2 * kGemmBlock * 2, kBound = 258;
+  struct Sums {
+    std::array<std::uint16_t, kLanes> positive{}, negative{};
+  };
+  auto sums = [&](std::uint64_t g, std::uint64_t s, Sums& out) {
+    out = {};
+    for (std::uint64_t b = 2 * g; b < std::min(2 * g + 2, blocks); ++b) {
+      const std::uint32_t* words = w.data() + (b * steps + s) * kGemmBlock;
+      std::uint16_t* positive = out.positive.data() + (b - 2 * g) * kGemmBlock * 2;
+      std::uint16_t* negative = out.negative.data() + (b - 2 * g) * kGemmBlock * 2;
+      for (std::uint64_t k = 0; k < kGemmBlock * 4; ++k) {  // branch-free: signs are random
+        const int v = static_cast<std::int8_t>(words[k / 4] >> (8 * (k % 4)));
+        positive[k / 2] = static_cast<std::uint16_t>(positive[k / 2] + std::max(v, 0));
+        negative[k / 2] = static_cast<std::uint16_t>(negative[k / 2] + std::max(-v, 0));
+      }
+    }
+  };
+  auto fits = [](const Sums& a, const Sums& b) {
+    for (int l = 0; l < kLanes; ++l)
+      if (a.positive[l] + b.positive[l] > kBound || a.negative[l] + b.negative[l] > kBound)
+        return false;
+    return true;
+  };
+  // In order, each step's sums once: step s pairs with the one before it when that one is still
+  // unpaired, in the same phase, and they fit.
+  Sums previous, current;
+  for (std::uint64_t g = 0; g < groups; ++g) {
+    pairs.begin.push_back(static_cast<std::uint32_t>(pairs.singles.size()));
+    bool pending = false;
+    for (std::uint64_t s = 0; s < steps; ++s) {
+      sums(g, s, current);
+      if (pending && s != split && fits(previous, current)) {
+        pending = false;
+        continue;
+      }
+      if (pending) pairs.singles.push_back(static_cast<std::uint32_t>(s - 1));
+      std::swap(previous, current);
+      pending = true;
+    }
+    if (pending) pairs.singles.push_back(static_cast<std::uint32_t>(steps - 1));
+  }
+  pairs.begin.push_back(static_cast<std::uint32_t>(pairs.singles.size()));
+}
+
 void tiles_scalar(const Packed& p, std::uint64_t kb, std::uint64_t pair_begin,
                   std::uint64_t pair_end, bool accumulate, std::int32_t* y) {
   if (!accumulate) std::fill(y, y + kTileK * p.q_padded, 0);
@@ -413,6 +465,7 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
   std::vector<std::uint32_t>& offset_all = kept ? kept->offset_all : p.offset_all;
   std::vector<std::uint32_t>& live = kept ? kept->live_steps : p.live_steps;
   std::vector<std::uint32_t>& live_w = kept ? kept->live_w : p.live_w;
+  StepPairs& step_pairs = kept ? kept->step_pairs : p.own_pairs;
   const auto fill = [&] {
     w.assign(p.kn_padded * p.quads * p.taps, 0);
     offset_first.assign(c.kn, 0);
@@ -438,6 +491,14 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
       offset_all[k] = bias * sum_all;
     }
     live_steps(w, p.quads, p.taps, kTileK4, live, live_w);
+    step_pairs = {};
+    // The AVX2 GEMM form's operands (_mm256_maddubs_epi16 on inputs 0..127).
+    if (bias == 0 && live.size() <= kGemmPairedStepsMax)
+      pair_steps(
+          live.size() < p.quads * p.taps ? live_w : w, live.size(),
+          static_cast<std::uint64_t>(
+              std::lower_bound(live.begin(), live.end(), p.split_quads * p.taps) - live.begin()),
+          step_pairs);
   };
   if (kept)
     kept->fill_once(fill);
@@ -446,6 +507,7 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
   p.w_data = w.data();
   p.live = live;
   p.live_w_data = live.size() < p.quads * p.taps ? live_w.data() : p.w_data;
+  p.step_pairs = &step_pairs;
   p.offset_first_data = offset_first.data();
   p.offset_all_data = offset_all.data();
   return true;
@@ -613,7 +675,7 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
   thread_local Packed packed_pairs;
   thread_local PackedQuads packed_quads;
   GemmOperands op;
-  std::uint64_t wq = 0, kn_padded = 0, split = 0, plane_words = 0, groups = 0, taps = 0;
+  std::uint64_t wq = 0, kn_padded = 0, split = 0, plane_words = 0, taps = 0;
   const std::int64_t* tap_offset = nullptr;
   std::span<const std::uint32_t> live;
   bool quads = false;
@@ -625,13 +687,15 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
   const GemmTiles tiles = quads ? quad_tiles : pair_tiles;
   if (quads) {  // bias 0: no offsets to subtract
     PackedQuads& p = packed_quads;
-    op.x = p.x.data(), op.w = p.live_w_data, groups = p.quads, taps = p.taps, live = p.live;
+    op.x = p.x.data(), op.w = p.live_w_data, taps = p.taps, live = p.live;
     wq = p.wq, kn_padded = p.kn_padded, split = p.split_quads, plane_words = p.plane_words;
     tap_offset = p.tap_offset.data();
+    if (!p.step_pairs->begin.empty())
+      op.singles = p.step_pairs->singles.data(), op.single_begin = p.step_pairs->begin.data();
   } else {
     Packed& p = packed_pairs;
     pack(c, p, kGemmBlock, from_words ? rows.pairs : nullptr);
-    op.x = p.x.data(), op.w = p.live_w_data, groups = p.pairs, taps = p.taps, live = p.live;
+    op.x = p.x.data(), op.w = p.live_w_data, taps = p.taps, live = p.live;
     wq = p.wq, kn_padded = p.kn_padded, split = c.split / 2, plane_words = p.plane_words;
     tap_offset = p.tap_offset.data();
   }
@@ -646,6 +710,7 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
   // The steps of the first phase's groups (the snapshot), and all of them.
   const std::uint64_t split_steps = static_cast<std::uint64_t>(
       std::lower_bound(live.begin(), live.end(), split * taps) - live.begin());
+  op.split = split_steps;
   const std::uint64_t ow = c.ow(), pixels = c.oh() * ow;
   const std::uint64_t p_units = (pixels + kGemmPixels - 1) / kGemmPixels;
   const std::uint64_t k_units = (kn_padded + kGemmK - 1) / kGemmK;

@@ -22,6 +22,12 @@
 
 namespace npukit::device::conv_kernels {
 
+// The u8 quads' (group, tap) steps that pair_steps leaves single, per group of 2 weight blocks:
+// group g's are singles[begin[g]] .. singles[begin[g + 1] - 1], ascending.
+struct StepPairs {
+  std::vector<std::uint32_t> singles, begin;
+};
+
 // Weight operands packed for the tiles (detail::Packed / PackedQuads below), one slot per packing.
 // A caller that runs the same weights again (conv.cpp keeps one with each mapped weight blob, so
 // a network evaluated image after image) passes it in DenseConv::packs and the weights are packed
@@ -34,6 +40,7 @@ struct PackedWeights {
   std::vector<std::uint32_t> w, offset_first, offset_all;
   // The GEMM form's live steps (live_steps below), and w with only those steps when some are not.
   std::vector<std::uint32_t> live_steps, live_w;
+  StepPairs step_pairs;  // of the u8 quads' live steps (bias 0)
   bool ready() const { return filled_.load(std::memory_order_acquire); }
   template <typename Fill>
   void fill_once(Fill&& fill) {
@@ -242,6 +249,19 @@ void live_steps(const std::vector<std::uint32_t>& w, std::uint64_t groups, std::
                 std::uint64_t block, std::vector<std::uint32_t>& steps,
                 std::vector<std::uint32_t>& live_w);
 
+// Which of the u8 quads' steps the AVX2 tiles take two at a time. _mm256_maddubs_epi16 leaves an
+// output channel's two products (inputs 2h and 2h + 1 of the quad) of a step in one int16 lane;
+// adding two steps' lanes with _mm256_add_epi16 before the widening _mm256_madd_epi16 saves a
+// quarter of the multiplies, and is exact when no lane can leave int16: with inputs 0..127, 127
+// times the sum of the lane's 4 positive weights <= 32767, and 127 times that of its negative
+// weights' magnitudes <= 32768. w holds [blocks][steps][8] words of 4 s8 (each block's steps in
+// order); a group is 2 blocks (the tile's 16 channels). Per group and phase ([0, split) and
+// [split, steps)) the steps pair greedily in order, s with s + 1 when they fit, else s is single:
+// so from a phase's start and after each single, the steps up to the next single (or the phase's
+// end) are whole pairs.
+void pair_steps(const std::vector<std::uint32_t>& w, std::uint64_t steps, std::uint64_t split,
+                StepPairs& pairs);
+
 constexpr std::uint64_t kTileK = 4;   // output channels per tile
 constexpr std::uint64_t kTileQ = 24;  // virtual outputs per tile (3 AVX2 vectors)
 
@@ -276,6 +296,10 @@ struct PackedQuads {
   std::vector<std::uint32_t> live_steps, live_w;
   std::span<const std::uint32_t> live;
   const std::uint32_t* live_w_data = nullptr;
+  // At bias 0 and at most kGemmPairedStepsMax live steps, pair_steps of the live steps (else
+  // empty): its own or the packs copy's.
+  StepPairs own_pairs;
+  const StepPairs* step_pairs = nullptr;
 };
 
 constexpr std::uint64_t kTileK4 = 8;   // output channels per tile
@@ -323,6 +347,12 @@ void quad_tiles_avx512vnni(const PackedQuads& p, std::uint64_t kb, std::uint64_t
 constexpr std::uint64_t kGemmBlock = 8;    // output channels per vector
 constexpr std::uint64_t kGemmK = 64;       // output channels per work unit (y row)
 constexpr std::uint64_t kGemmPixels = 64;  // output pixels per work unit
+// The u8 quads pair their steps (pair_steps; the AVX2 tiles then take 4 pixels instead of 5, so
+// stream the weights once per 4 pixels) up to this many live steps: while a tile's weights, 64
+// bytes a step, stay in a 32 KiB L1. Timed per layer in `npukit eval` of resnet18 (Zen 3, 40
+// images): 3x3 64 on 56x56 (144 steps) and 128 on 28x28 (288) 0.89-0.96x the time, 256 on
+// 14x14 (576) 1.04-1.18x, 512 on 7x7 (1152) 0.98-1.05x.
+constexpr std::uint64_t kGemmPairedStepsMax = 512;
 struct GemmOperands {
   const std::uint32_t* x = nullptr;  // the packed words (Packed::x or PackedQuads::x)
   // The steps a tile takes, the live (group, tap)s (live_steps): step s multiplies the input
@@ -331,6 +361,13 @@ struct GemmOperands {
   const std::int64_t* offset = nullptr;
   std::uint64_t steps = 0;
   const std::uint32_t* w = nullptr;  // [kn_padded / 8][steps][8]
+  // The u8 quads' pairs (pair_steps), or null (every step single: the int16 pairs, and quads
+  // without live steps). Group g = kb / 2 leaves single the steps singles[single_begin[g]] ..
+  // singles[single_begin[g + 1] - 1] and takes the others two at a time; so the tiles take blocks
+  // from an even kb, and s_begin must be 0 or split (the second phase's first step).
+  const std::uint32_t* singles = nullptr;
+  const std::uint32_t* single_begin = nullptr;
+  std::uint64_t split = 0;
 };
 // y[i * kGemmK + b * 8 + j] (+)= the sum over steps [s_begin, s_end) for virtual output q[i]
 // (i < n) and output channel (kb + b) * 8 + j, b < blocks; accumulate = false starts at 0.

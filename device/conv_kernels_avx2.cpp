@@ -26,10 +26,13 @@ namespace npukit::device::conv_kernels::detail {
 // The GEMM form (conv_kernels.h GemmOperands): a register tile of P pixels x V vectors of 8
 // output channels. Per (group, tap): V weight vectors loaded, each pixel's input word broadcast
 // once and multiplied by every weight vector. P = 5, V = 2 holds 10 accumulators, 2 weights, the
-// broadcast, its product and the ones of the u8 path in the 16 registers.
-template <int P, int V, bool kQuads>
+// broadcast, its product and the ones of the u8 path in the 16 registers. The u8 quads take their
+// paired steps (pair_steps) two at a time: both steps' _mm256_maddubs_epi16 lanes added in int16,
+// then one _mm256_madd_epi16 by ones, 3 multiplies for 2 steps instead of 4.
+template <int P, int V, bool kQuads, bool kPairs>
 __attribute__((target("avx2"))) static inline void gemm_tile(
-    const GemmOperands& op, const std::uint32_t* w, const std::uint64_t* q, std::uint64_t s_begin,
+    const GemmOperands& op, const std::uint32_t* w, const std::uint32_t* singles,
+    const std::uint32_t* singles_end, const std::uint64_t* q, std::uint64_t s_begin,
     std::uint64_t s_end, bool accumulate, std::int32_t* y) {
   const std::uint64_t w_block = op.steps * kGemmBlock;
   __m256i acc[P][V];
@@ -40,46 +43,94 @@ __attribute__((target("avx2"))) static inline void gemm_tile(
   const std::uint32_t* xi[P];
 #pragma GCC unroll 8
   for (int i = 0; i < P; ++i) xi[i] = op.x + q[i];
-  const std::uint32_t* wp = w + s_begin * kGemmBlock;
-  for (std::uint64_t j = s_begin; j < s_end; ++j, wp += kGemmBlock) {
-    const std::int64_t off = op.offset[j];
-    __m256i wv[V];
+  auto one_at_a_time = [&](std::uint64_t begin, std::uint64_t end)
+      __attribute__((target("avx2"), always_inline)) {
+    const std::uint32_t* wp = w + begin * kGemmBlock;
+    for (std::uint64_t j = begin; j < end; ++j, wp += kGemmBlock) {
+      const std::int64_t off = op.offset[j];
+      __m256i wv[V];
 #pragma GCC unroll 8
-    for (int v = 0; v < V; ++v)
-      wv[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + v * w_block));
+      for (int v = 0; v < V; ++v)
+        wv[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + v * w_block));
 #pragma GCC unroll 8
-    for (int i = 0; i < P; ++i) {
-      const __m256i b = _mm256_set1_epi32(static_cast<int>(xi[i][off]));
+      for (int i = 0; i < P; ++i) {
+        const __m256i b = _mm256_set1_epi32(static_cast<int>(xi[i][off]));
 #pragma GCC unroll 8
-      for (int v = 0; v < V; ++v) {
-        const __m256i prod = kQuads ? _mm256_madd_epi16(_mm256_maddubs_epi16(b, wv[v]), ones)
-                                    : _mm256_madd_epi16(b, wv[v]);
-        acc[i][v] = _mm256_add_epi32(acc[i][v], prod);
+        for (int v = 0; v < V; ++v) {
+          const __m256i prod = kQuads ? _mm256_madd_epi16(_mm256_maddubs_epi16(b, wv[v]), ones)
+                                      : _mm256_madd_epi16(b, wv[v]);
+          acc[i][v] = _mm256_add_epi32(acc[i][v], prod);
+        }
       }
+    }
+  };
+  auto two_at_a_time = [&](std::uint64_t begin, std::uint64_t end)
+      __attribute__((target("avx2"), always_inline)) {
+    const std::uint32_t* wp = w + begin * kGemmBlock;
+    for (std::uint64_t j = begin; j < end; j += 2, wp += 2 * kGemmBlock) {
+      const std::int64_t off0 = op.offset[j], off1 = op.offset[j + 1];
+#pragma GCC unroll 8
+      for (int i = 0; i < P; ++i) {
+        const __m256i b0 = _mm256_set1_epi32(static_cast<int>(xi[i][off0]));
+        const __m256i b1 = _mm256_set1_epi32(static_cast<int>(xi[i][off1]));
+#pragma GCC unroll 8
+        for (int v = 0; v < V; ++v) {
+          const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + v * w_block));
+          const __m256i w1 =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + v * w_block + kGemmBlock));
+          const __m256i sum16 =
+              _mm256_add_epi16(_mm256_maddubs_epi16(b0, w0), _mm256_maddubs_epi16(b1, w1));
+          acc[i][v] = _mm256_add_epi32(acc[i][v], _mm256_madd_epi16(sum16, ones));
+        }
+      }
+    }
+  };
+  // Only the tiles that take pairs hold their loop: in the same function it spilled sums of the
+  // other loop too.
+  if constexpr (!kPairs) {
+    one_at_a_time(s_begin, s_end);
+  } else {
+    // Whole pairs from s_begin (a phase's start) and after each single (pair_steps).
+    singles = std::lower_bound(singles, singles_end, s_begin);
+    for (std::uint64_t j = s_begin; j < s_end;) {
+      const std::uint64_t single = singles < singles_end && *singles < s_end ? *singles++ : s_end;
+      two_at_a_time(j, single);
+      if (single < s_end) one_at_a_time(single, single + 1);
+      j = single + 1;
     }
   }
   store_sums(acc, y);
 }
 
-template <int V, bool kQuads>
-__attribute__((target("avx2"))) static void gemm_blocks(const GemmOperands& op,
-                                                        const std::uint32_t* w,
+template <int P, int V, bool kQuads, bool kPairs>
+__attribute__((target("avx2"))) static void gemm_blocks(const GemmOperands& op, std::uint64_t kb,
                                                         const std::uint64_t* q, std::uint64_t n,
                                                         std::uint64_t s_begin, std::uint64_t s_end,
                                                         bool accumulate, std::int32_t* y) {
-  constexpr std::uint64_t P = 5;
+  const std::uint32_t* w = op.w + kb * op.steps * kGemmBlock;
+  const std::uint32_t* singles = nullptr;
+  const std::uint32_t* singles_end = nullptr;
+  if constexpr (kPairs) {
+    singles = op.singles + op.single_begin[kb / 2];
+    singles_end = op.singles + op.single_begin[kb / 2 + 1];
+  }
   std::uint64_t i = 0;
   for (; i + P <= n; i += P)
-    gemm_tile<P, V, kQuads>(op, w, q + i, s_begin, s_end, accumulate, y + i * kGemmK);
+    gemm_tile<P, V, kQuads, kPairs>(op, w, singles, singles_end, q + i, s_begin, s_end, accumulate,
+                                    y + i * kGemmK);
+  auto rest = [&](auto tile) __attribute__((target("avx2"), always_inline)) {
+    tile(op, w, singles, singles_end, q + i, s_begin, s_end, accumulate, y + i * kGemmK);
+  };
   switch (n - i) {
     case 4:
-      return gemm_tile<4, V, kQuads>(op, w, q + i, s_begin, s_end, accumulate, y + i * kGemmK);
+      if constexpr (P > 4) rest(gemm_tile<4, V, kQuads, kPairs>);
+      return;
     case 3:
-      return gemm_tile<3, V, kQuads>(op, w, q + i, s_begin, s_end, accumulate, y + i * kGemmK);
+      return rest(gemm_tile<3, V, kQuads, kPairs>);
     case 2:
-      return gemm_tile<2, V, kQuads>(op, w, q + i, s_begin, s_end, accumulate, y + i * kGemmK);
+      return rest(gemm_tile<2, V, kQuads, kPairs>);
     case 1:
-      return gemm_tile<1, V, kQuads>(op, w, q + i, s_begin, s_end, accumulate, y + i * kGemmK);
+      return rest(gemm_tile<1, V, kQuads, kPairs>);
     default:
       return;
   }
@@ -91,11 +142,21 @@ __attribute__((target("avx2"))) static void gemm_avx2(const GemmOperands& op, st
                                                       std::uint64_t n, std::uint64_t s_begin,
                                                       std::uint64_t s_end, bool accumulate,
                                                       std::int32_t* y) {
-  const std::uint32_t* w = op.w + kb * op.steps * kGemmBlock;
-  if (blocks == 2)
-    gemm_blocks<2, kQuads>(op, w, q, n, s_begin, s_end, accumulate, y);
+  if (kQuads && op.singles && (kb % 2 || (s_begin != 0 && s_begin != op.split)))
+    fail("dense_conv: u8 quad pairs from block {} and step {} (an odd block, or inside a phase)",
+         kb, s_begin);
+  // The pairs' loop holds 2 broadcasts and their 2 products per pixel: it takes 4 pixels a tile
+  // (with 5 it spilled 2 of its 10 sums), when most of the group's steps pair.
+  const bool paired = kQuads && op.singles &&
+                      2 * (op.single_begin[kb / 2 + 1] - op.single_begin[kb / 2]) <= op.steps;
+  if (blocks == 2 && paired)
+    gemm_blocks<4, 2, true, true>(op, kb, q, n, s_begin, s_end, accumulate, y);
+  else if (blocks == 2)
+    gemm_blocks<5, 2, kQuads, false>(op, kb, q, n, s_begin, s_end, accumulate, y);
+  else if (blocks == 1 && paired)
+    gemm_blocks<4, 1, true, true>(op, kb, q, n, s_begin, s_end, accumulate, y);
   else if (blocks == 1)
-    gemm_blocks<1, kQuads>(op, w, q, n, s_begin, s_end, accumulate, y);
+    gemm_blocks<5, 1, kQuads, false>(op, kb, q, n, s_begin, s_end, accumulate, y);
   else
     fail("dense_conv: {} blocks of output channels in one GEMM tile call", blocks);
 }

@@ -297,6 +297,92 @@ TEST(ConvKernels, LiveStepsAreTheStepsWithANonZeroWeightInAnyBlock) {
   EXPECT_TRUE(live_w.empty());  // every step live: the tiles read w itself
 }
 
+// pair_steps on a hand-made packing of 3 blocks (groups {0, 1} and {2}) of 8 lanes, 5 steps,
+// the phases [0, 3) and [3, 5): the steps it leaves single. A lane's two products of a step are
+// bytes (0, 1) or (2, 3) of its word; two steps pair when every lane's positive weights sum to at
+// most 258 (127 x 258 = 32766) and its negative ones' magnitudes too (127 x 259 = 32893 would leave
+// int16).
+TEST(ConvKernels, PairStepsPairConsecutiveStepsWhoseInt16SumsStayInside) {
+  constexpr std::uint64_t kSteps = 5, kLanes = ck::detail::kGemmBlock;
+  std::vector<std::uint32_t> w(3 * kSteps * kLanes, 0);
+  auto word = [&](std::uint64_t block, std::uint64_t step, std::uint64_t lane) -> std::uint32_t& {
+    return w[(block * kSteps + step) * kLanes + lane];
+  };
+  auto bytes = [](int b0, int b1, int b2, int b3) {
+    return static_cast<std::uint32_t>(static_cast<std::uint8_t>(b0)) |
+           static_cast<std::uint32_t>(static_cast<std::uint8_t>(b1)) << 8 |
+           static_cast<std::uint32_t>(static_cast<std::uint8_t>(b2)) << 16 |
+           static_cast<std::uint32_t>(static_cast<std::uint8_t>(b3)) << 24;
+  };
+  for (std::uint64_t i = 0; i < w.size(); ++i) w[i] = bytes(1, -1, 2, -2);  // small everywhere
+  // Group 0: steps 0 and 1 reach 254 + 4 = 258 in block 0's lane 3 (pair); step 2 is alone in
+  // its phase; steps 3 and 4 reach 256 + 3 = 259 negative in block 1's lane 5, bytes 2-3.
+  word(0, 0, 3) = bytes(127, 127, 0, 0), word(0, 1, 3) = bytes(4, 0, 0, 0);
+  word(1, 3, 5) = bytes(0, 0, -128, -128), word(1, 4, 5) = bytes(0, 0, -3, 0);
+  // Group 1 (block 2 alone): steps 0 and 1 reach 254 + 5 = 259, steps 1 and 2 fit; phase 1's
+  // steps 3 and 4 reach 256 + 2 = 258 negative (pair).
+  word(2, 0, 0) = bytes(127, 127, 0, 0), word(2, 1, 0) = bytes(5, 0, 0, 0);
+  word(2, 3, 7) = bytes(-128, -128, 0, 0), word(2, 4, 7) = bytes(-2, 0, 0, 0);
+  ck::StepPairs pairs{{9, 9}, {9}};  // a reused one's leftovers
+  ck::detail::pair_steps(w, kSteps, 3, pairs);
+  EXPECT_EQ(pairs.singles, (std::vector<std::uint32_t>{2, 3, 4, 0}));
+  EXPECT_EQ(pairs.begin, (std::vector<std::uint32_t>{0, 3, 4}));
+}
+
+// The u8 quads' paired steps (pair_steps) against the plain loop, at the int16 bound: 8 channels
+// (2 quads) of inputs 127 through a 1x1 kernel, 16 output channels whose lanes reach 258 (paired)
+// or 259 (single) in the two steps, positive and negative; then random problems with small
+// weights (most steps paired) and a few extreme ones, inputs 0..127 or all 127, every GEMM form.
+TEST(ConvKernels, PairedU8StepsAreExactAtTheInt16Bound) {
+  for (const int last : {4, 5, -2, -3}) {  // 254 + 4 = 258 fits, 259 does not; -256 - 2, - 3
+    ck::DenseConv c;
+    c.plane_count = 8, c.padded_h = 3, c.padded_w = 7, c.kh = c.kw = 1;
+    for (std::int64_t i = 0; i < 8; ++i) c.channels.push_back(i);
+    c.split = 8, c.kn = 16, c.snapshot_from = 16;
+    std::vector<std::int8_t> planes(8 * 21, 127), weights(16 * 8, 0);
+    for (std::uint64_t k = 0; k < 16; ++k) {
+      const std::int8_t big = last > 0 ? std::int8_t{127} : std::int8_t{-128};
+      weights[k * 8 + k % 2] = weights[k * 8 + k % 2 + (k % 4 < 2 ? 1 : 0)] = big;
+      weights[k * 8 + 4 + k % 2] = static_cast<std::int8_t>(last);
+    }
+    c.planes = planes.data(), c.weights = weights.data();
+    SCOPED_TRACE(::testing::Message() << "last weight " << last);
+    std::vector<std::int64_t> acc, snapshot;
+    plain_conv(c, acc, snapshot);
+    expect_gemm_forms(c, true, narrow(acc), narrow(snapshot));
+    ck::detail::PackedQuads packed;
+    ASSERT_TRUE(ck::detail::pack_quads(c, packed, 0));
+    const bool fits = last == 4 || last == -2;
+    const std::vector<std::uint32_t> singles =
+        fits ? std::vector<std::uint32_t>{} : std::vector<std::uint32_t>{0, 1};
+    EXPECT_EQ(packed.step_pairs->singles, singles);
+  }
+  std::mt19937 rng(31);
+  std::uint64_t paired = 0, steps = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    Problem p = random_problem(rng, Values::kUniform);
+    ck::DenseConv& c = p.conv;
+    for (auto& v : p.planes)
+      v = trial % 3 == 0 ? std::int8_t{127} : static_cast<std::int8_t>(v & 0x7F);
+    for (auto& v : p.weights) {
+      const unsigned r = rng() % 100;
+      v = static_cast<std::int8_t>(r < 2 ? -128 : r < 4 ? 127 : static_cast<int>(rng() % 41) - 20);
+    }
+    SCOPED_TRACE(::testing::Message() << "trial " << trial);
+    std::vector<std::int64_t> acc, snapshot;
+    plain_conv(c, acc, snapshot);
+    expect_gemm_forms(c, true, narrow(acc), narrow(snapshot));
+    ck::detail::PackedQuads packed;
+    ASSERT_TRUE(ck::detail::pack_quads(c, packed, 0));
+    const std::uint64_t group_steps =
+        (packed.step_pairs->begin.size() - 1) * packed.live.size();  // groups x steps
+    paired += group_steps - packed.step_pairs->singles.size();
+    steps += group_steps;
+    if (::testing::Test::HasFailure()) break;
+  }
+  EXPECT_GT(paired * 2, steps);  // most steps did pair
+}
+
 // The GEMM form leaves out the (group, tap) steps whose weights are zero for every output channel
 // (live_steps: a space-to-depth stem's taps past its kernel). Random problems with (channel, tap)s
 // zeroed across all outputs, every weight zero, or the whole first phase zero, must still give
