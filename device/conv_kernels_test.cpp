@@ -329,6 +329,22 @@ TEST(ConvKernels, PairStepsPairConsecutiveStepsWhoseInt16SumsStayInside) {
   EXPECT_EQ(pairs.begin, (std::vector<std::uint32_t>{0, 3, 4}));
 }
 
+// Every GEMM form against the plain loop on inputs 0..127, and the quad packing's step pairs (with
+// its count of live steps).
+ck::StepPairs exact_with_pairs(const ck::DenseConv& c, std::uint64_t& live_steps) {
+  std::vector<std::int64_t> acc, snapshot;
+  plain_conv(c, acc, snapshot);
+  expect_gemm_forms(c, true, narrow(acc), narrow(snapshot));
+  ck::detail::PackedQuads packed;
+  live_steps = 0;
+  if (!ck::detail::pack_quads(c, packed, 0)) {
+    ADD_FAILURE() << "the quad packing refused inputs 0..127";
+    return {};
+  }
+  live_steps = packed.live.size();
+  return *packed.step_pairs;
+}
+
 // The u8 quads' paired steps (pair_steps) against the plain loop, at the int16 bound: 8 channels
 // (2 quads) of inputs 127 through a 1x1 kernel, 16 output channels whose lanes reach 258 (paired)
 // or 259 (single) in the two steps, positive and negative; then random problems with small
@@ -347,15 +363,11 @@ TEST(ConvKernels, PairedU8StepsAreExactAtTheInt16Bound) {
     }
     c.planes = planes.data(), c.weights = weights.data();
     SCOPED_TRACE(::testing::Message() << "last weight " << last);
-    std::vector<std::int64_t> acc, snapshot;
-    plain_conv(c, acc, snapshot);
-    expect_gemm_forms(c, true, narrow(acc), narrow(snapshot));
-    ck::detail::PackedQuads packed;
-    ASSERT_TRUE(ck::detail::pack_quads(c, packed, 0));
+    std::uint64_t steps = 0;
     const bool fits = last == 4 || last == -2;
     const std::vector<std::uint32_t> singles =
         fits ? std::vector<std::uint32_t>{} : std::vector<std::uint32_t>{0, 1};
-    EXPECT_EQ(packed.step_pairs->singles, singles);
+    EXPECT_EQ(exact_with_pairs(c, steps).singles, singles);
   }
   std::mt19937 rng(31);
   std::uint64_t paired = 0, steps = 0;
@@ -369,14 +381,10 @@ TEST(ConvKernels, PairedU8StepsAreExactAtTheInt16Bound) {
       v = static_cast<std::int8_t>(r < 2 ? -128 : r < 4 ? 127 : static_cast<int>(rng() % 41) - 20);
     }
     SCOPED_TRACE(::testing::Message() << "trial " << trial);
-    std::vector<std::int64_t> acc, snapshot;
-    plain_conv(c, acc, snapshot);
-    expect_gemm_forms(c, true, narrow(acc), narrow(snapshot));
-    ck::detail::PackedQuads packed;
-    ASSERT_TRUE(ck::detail::pack_quads(c, packed, 0));
-    const std::uint64_t group_steps =
-        (packed.step_pairs->begin.size() - 1) * packed.live.size();  // groups x steps
-    paired += group_steps - packed.step_pairs->singles.size();
+    std::uint64_t live = 0;
+    const ck::StepPairs pairs = exact_with_pairs(c, live);
+    const std::uint64_t group_steps = (pairs.begin.size() - 1) * live;  // groups x steps
+    paired += group_steps - pairs.singles.size();
     steps += group_steps;
     if (::testing::Test::HasFailure()) break;
   }
