@@ -152,7 +152,6 @@ __attribute__((target("avx2"))) void tail_words(const TailWords& t, std::uint64_
                                                 const std::uint8_t* accumulants) {
   const Quantizer quant(t.scale, t.shift, t.fp_cast_shift, t.clip);
   const __m256i bswap = int32_byte_swap();
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   const std::uint64_t per_group = t.padded_pixels / 4, P = t.pixels, width = t.width;
   std::uint64_t c0 = first / per_group * 8, w = first % per_group;
   __m256i bias[4];
@@ -202,11 +201,8 @@ __attribute__((target("avx2"))) void tail_words(const TailWords& t, std::uint64_
                               _mm256_shuffle_epi8(v, bswap));
         }
       } else {
-        // int8 values (the quantizer clamped them): packs cannot saturate. Lanes then hold
-        // channels 0 2 4 6 | 1 3 5 7, 4 bytes each; the permute puts them in channel order.
-        const __m256i p =
-            _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
-        __m256i bytes = _mm256_permutevar8x32_epi32(p, order);
+        // int8 values (the quantizer clamped them), channel by channel, 4 bytes each.
+        __m256i bytes = int8_lanes_to_bytes(r[0], r[1], r[2], r[3]);
         if (real < 4) {
           // Byte c * 4 + i for i < real: from each 32-bit lane's mask, the bytes of pixel i.
           const __m256i byte_keep =

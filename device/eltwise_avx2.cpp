@@ -106,16 +106,14 @@ __attribute__((target("avx2"))) std::uint64_t quantized_blocks(
     const EltwiseLaneParams& p, const std::int8_t* a, const std::int8_t* b, std::uint8_t* out,
     std::uint64_t n, const Quantizer& quant, std::uint64_t& wrapped) {
   const Lanes lanes(p);
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   std::uint64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     __m256i q[4];
     for (int k = 0; k < 4; ++k)
       q[k] = quant.template operator()<kAct>(
           lanes.template operator()<kType, kZeroPoints>(a + i + 8 * k, b + i + 8 * k, wrapped));
-    const __m256i low = _mm256_packs_epi32(q[0], q[1]), high = _mm256_packs_epi32(q[2], q[3]);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
-                        _mm256_permutevar8x32_epi32(_mm256_packs_epi16(low, high), order));
+                        int8_lanes_to_bytes(q[0], q[1], q[2], q[3]));
   }
   return i;
 }
@@ -162,16 +160,12 @@ __attribute__((target("avx2"))) std::uint64_t eltwise_quantized_bytes_avx2(
 
 __attribute__((target("avx2"))) void int8_values_to_bytes_avx2(const std::int32_t* values,
                                                                std::uint8_t* out, std::uint64_t n) {
-  // Saturating packs are exact on int8 values; they interleave the 128-bit halves, which the
-  // permute puts back in order.
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   std::uint64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     const auto* v = reinterpret_cast<const __m256i*>(values + i);
-    const __m256i lo = _mm256_packs_epi32(_mm256_loadu_si256(v), _mm256_loadu_si256(v + 1));
-    const __m256i hi = _mm256_packs_epi32(_mm256_loadu_si256(v + 2), _mm256_loadu_si256(v + 3));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
-                        _mm256_permutevar8x32_epi32(_mm256_packs_epi16(lo, hi), order));
+                        int8_lanes_to_bytes(_mm256_loadu_si256(v), _mm256_loadu_si256(v + 1),
+                                            _mm256_loadu_si256(v + 2), _mm256_loadu_si256(v + 3)));
   }
   for (; i < n; ++i) out[i] = static_cast<std::uint8_t>(values[i]);
 }

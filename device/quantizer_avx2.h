@@ -88,6 +88,15 @@ struct Quantizer {
   }
 };
 
+// 32 int8 values, 8 per vector in int32 lanes (the quantizer's output), as 32 bytes in the same
+// order: the saturating packs are exact on int8 values; they interleave the 128-bit halves, which
+// the permute puts back in order.
+__attribute__((target("avx2"))) inline __m256i int8_lanes_to_bytes(__m256i v0, __m256i v1,
+                                                                   __m256i v2, __m256i v3) {
+  const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(v0, v1), _mm256_packs_epi32(v2, v3));
+  return _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
 }  // namespace npukit::device::detail
 
 #endif
