@@ -90,8 +90,8 @@ __attribute__((target("avx2"))) static inline void gemm_tile(
   if constexpr (!kPairs) {
     one_at_a_time(s_begin, s_end);
   } else {
-    // Whole pairs from s_begin (a phase's start) and after each single (pair_steps).
-    singles = std::lower_bound(singles, singles_end, s_begin);
+    // Whole pairs from s_begin (a phase's start) and after each single (pair_steps); singles
+    // starts at the first single >= s_begin.
     for (std::uint64_t j = s_begin; j < s_end;) {
       const std::uint64_t single = singles < singles_end && *singles < s_end ? *singles++ : s_end;
       two_at_a_time(j, single);
@@ -110,9 +110,9 @@ __attribute__((target("avx2"))) static void gemm_blocks(const GemmOperands& op, 
   const std::uint32_t* w = op.w + kb * op.steps * kGemmBlock;
   const std::uint32_t* singles = nullptr;
   const std::uint32_t* singles_end = nullptr;
-  if constexpr (kPairs) {
-    singles = op.singles + op.single_begin[kb / 2];
+  if constexpr (kPairs) {  // the group's singles from s_begin on, once for all its tiles
     singles_end = op.singles + op.single_begin[kb / 2 + 1];
+    singles = std::lower_bound(op.singles + op.single_begin[kb / 2], singles_end, s_begin);
   }
   std::uint64_t i = 0;
   for (; i + P <= n; i += P)
