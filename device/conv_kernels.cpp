@@ -299,6 +299,14 @@ void live_steps(const std::vector<std::uint32_t>& w, std::uint64_t groups, std::
     }
 }
 
+// How many of the live steps (g * taps + t, ascending) belong to the first `groups` groups: the
+// index of the second phase's first step.
+static std::uint64_t live_steps_before(std::span<const std::uint32_t> live, std::uint64_t groups,
+                                       std::uint64_t taps) {
+  return static_cast<std::uint64_t>(std::lower_bound(live.begin(), live.end(), groups * taps) -
+                                    live.begin());
+}
+
 void pair_steps(const std::vector<std::uint32_t>& w, std::uint64_t steps, std::uint64_t split,
                 StepPairs& pairs) {
   pairs.singles.clear();
@@ -494,11 +502,8 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
     step_pairs = {};
     // The AVX2 GEMM form's operands (_mm256_maddubs_epi16 on inputs 0..127).
     if (bias == 0 && live.size() <= kGemmPairedStepsMax)
-      pair_steps(
-          live.size() < p.quads * p.taps ? live_w : w, live.size(),
-          static_cast<std::uint64_t>(
-              std::lower_bound(live.begin(), live.end(), p.split_quads * p.taps) - live.begin()),
-          step_pairs);
+      pair_steps(live.size() < p.quads * p.taps ? live_w : w, live.size(),
+                 live_steps_before(live, p.split_quads, p.taps), step_pairs);
   };
   if (kept)
     kept->fill_once(fill);
@@ -708,8 +713,7 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
         static_cast<std::int64_t>(live[i] / taps * plane_words) + tap_offset[live[i] % taps];
   op.offset = offset.data();
   // The steps of the first phase's groups (the snapshot), and all of them.
-  const std::uint64_t split_steps = static_cast<std::uint64_t>(
-      std::lower_bound(live.begin(), live.end(), split * taps) - live.begin());
+  const std::uint64_t split_steps = live_steps_before(live, split, taps);
   op.split = split_steps;
   const std::uint64_t ow = c.ow(), pixels = c.oh() * ow;
   const std::uint64_t p_units = (pixels + kGemmPixels - 1) / kGemmPixels;
