@@ -61,9 +61,9 @@ struct Quantizer {
     const InputBounds bounds = input_bounds(scale, shift, fp_cast_shift);
     v_low = _mm256_set1_epi32(bounds.low);
     v_high = _mm256_set1_epi32(bounds.high);
-    // |v| <= 2^31 and |scale| <= 2^31: the product's magnitude fits int64 unsigned arithmetic.
+    // |v| <= 2^31, |scale| <= 2^31 and 0 <= h < 2^62: the sum fits uint64 (and bounds h too).
     const std::uint64_t v_max = std::max(magnitude(bounds.low), magnitude(bounds.high));
-    narrow = total <= 31 && h < (std::int64_t{1} << 31) &&
+    narrow = total <= 31 &&
              v_max * magnitude(scale) + static_cast<std::uint64_t>(h) < (std::uint64_t{1} << 31);
     add32 = _mm256_set1_epi32(static_cast<std::int32_t>(narrow ? h : 0));
     out_low = _mm256_set1_epi32(-128);
