@@ -307,6 +307,15 @@ static std::uint64_t live_steps_before(std::span<const std::uint32_t> live, std:
                                     live.begin());
 }
 
+void set_step_pairs(const StepPairs& pairs, GemmOperands& op) {
+  op.single_begin = pairs.begin.empty() ? nullptr : pairs.begin.data();
+  op.singles = pairs.singles.empty() ? nullptr : pairs.singles.data();
+}
+
+bool takes_pairs(const GemmOperands& op, std::uint64_t kb) {
+  return op.single_begin && 2 * (op.single_begin[kb / 2 + 1] - op.single_begin[kb / 2]) <= op.steps;
+}
+
 void pair_steps(const std::vector<std::uint32_t>& w, std::uint64_t steps, std::uint64_t split,
                 StepPairs& pairs) {
   pairs.singles.clear();
@@ -695,8 +704,7 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
     op.x = p.x.data(), op.w = p.live_w_data, taps = p.taps, live = p.live;
     wq = p.wq, kn_padded = p.kn_padded, split = p.split_quads, plane_words = p.plane_words;
     tap_offset = p.tap_offset.data();
-    if (!p.step_pairs->begin.empty())
-      op.singles = p.step_pairs->singles.data(), op.single_begin = p.step_pairs->begin.data();
+    set_step_pairs(*p.step_pairs, op);
   } else {
     Packed& p = packed_pairs;
     pack(c, p, kGemmBlock, from_words ? rows.pairs : nullptr);

@@ -361,14 +361,21 @@ struct GemmOperands {
   const std::int64_t* offset = nullptr;
   std::uint64_t steps = 0;
   const std::uint32_t* w = nullptr;  // [kn_padded / 8][steps][8]
-  // The u8 quads' pairs (pair_steps), or null (every step single: the int16 pairs, and quads
-  // without live steps). Group g = kb / 2 leaves single the steps singles[single_begin[g]] ..
-  // singles[single_begin[g + 1] - 1] and takes the others two at a time; so the tiles take blocks
-  // from an even kb, and s_begin must be 0 or split (the second phase's first step).
+  // The u8 quads' pairs (pair_steps, set_step_pairs), or single_begin null (every step single:
+  // the int16 pairs, and quads without live steps). Group g = kb / 2 leaves single the steps
+  // singles[single_begin[g]] .. singles[single_begin[g + 1] - 1] and takes the others two at a
+  // time; so the tiles take blocks from an even kb, and s_begin must be 0 or split (the second
+  // phase's first step). singles is null when no step is single.
   const std::uint32_t* singles = nullptr;
   const std::uint32_t* single_begin = nullptr;
   std::uint64_t split = 0;
 };
+// op's pairs from the packing's (none when pair_steps did not run). Whether a group takes pairs
+// rests on single_begin alone: when every step pairs, singles is empty (and may be null).
+void set_step_pairs(const StepPairs& pairs, GemmOperands& op);
+// Whether the AVX2 tiles take group kb / 2's steps two at a time (in 4-pixel tiles): it has pairs
+// and at most half of its steps are single.
+bool takes_pairs(const GemmOperands& op, std::uint64_t kb);
 // y[i * kGemmK + b * 8 + j] (+)= the sum over steps [s_begin, s_end) for virtual output q[i]
 // (i < n) and output channel (kb + b) * 8 + j, b < blocks; accumulate = false starts at 0.
 using GemmTilesFn = void(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,

@@ -111,8 +111,10 @@ __attribute__((target("avx2"))) static void gemm_blocks(const GemmOperands& op, 
   const std::uint32_t* singles = nullptr;
   const std::uint32_t* singles_end = nullptr;
   if constexpr (kPairs) {  // the group's singles from s_begin on, once for all its tiles
-    singles_end = op.singles + op.single_begin[kb / 2 + 1];
-    singles = std::lower_bound(op.singles + op.single_begin[kb / 2], singles_end, s_begin);
+    if (op.singles) {      // else no step is single
+      singles_end = op.singles + op.single_begin[kb / 2 + 1];
+      singles = std::lower_bound(op.singles + op.single_begin[kb / 2], singles_end, s_begin);
+    }
   }
   std::uint64_t i = 0;
   for (; i + P <= n; i += P)
@@ -142,13 +144,12 @@ __attribute__((target("avx2"))) static void gemm_avx2(const GemmOperands& op, st
                                                       std::uint64_t n, std::uint64_t s_begin,
                                                       std::uint64_t s_end, bool accumulate,
                                                       std::int32_t* y) {
-  if (kQuads && op.singles && (kb % 2 || (s_begin != 0 && s_begin != op.split)))
+  if (kQuads && op.single_begin && (kb % 2 || (s_begin != 0 && s_begin != op.split)))
     fail("dense_conv: u8 quad pairs from block {} and step {} (an odd block, or inside a phase)",
          kb, s_begin);
   // The pairs' loop holds 2 broadcasts and their 2 products per pixel: it takes 4 pixels a tile
   // (with 5 it spilled 2 of its 10 sums), when most of the group's steps pair.
-  const bool paired = kQuads && op.singles &&
-                      2 * (op.single_begin[kb / 2 + 1] - op.single_begin[kb / 2]) <= op.steps;
+  const bool paired = kQuads && takes_pairs(op, kb);
   if (blocks == 2 && paired)
     gemm_blocks<4, 2, true, true>(op, kb, q, n, s_begin, s_end, accumulate, y);
   else if (blocks == 2)

@@ -347,8 +347,9 @@ ck::StepPairs exact_with_pairs(const ck::DenseConv& c, std::uint64_t& live_steps
 
 // The u8 quads' paired steps (pair_steps) against the plain loop, at the int16 bound: 8 channels
 // (2 quads) of inputs 127 through a 1x1 kernel, 16 output channels whose lanes reach 258 (paired)
-// or 259 (single) in the two steps, positive and negative; then random problems with small
-// weights (most steps paired) and a few extreme ones, inputs 0..127 or all 127, every GEMM form.
+// or 259 (single) in the two steps, positive and negative (and the tiles take the pairs, or not);
+// then random problems with small weights (most steps paired) and a few extreme ones, inputs
+// 0..127 or all 127, every GEMM form.
 TEST(ConvKernels, PairedU8StepsAreExactAtTheInt16Bound) {
   for (const int last : {4, 5, -2, -3}) {  // 254 + 4 = 258 fits, 259 does not; -256 - 2, - 3
     ck::DenseConv c;
@@ -367,7 +368,13 @@ TEST(ConvKernels, PairedU8StepsAreExactAtTheInt16Bound) {
     const bool fits = last == 4 || last == -2;
     const std::vector<std::uint32_t> singles =
         fits ? std::vector<std::uint32_t>{} : std::vector<std::uint32_t>{0, 1};
-    EXPECT_EQ(exact_with_pairs(c, steps).singles, singles);
+    const ck::StepPairs pairs = exact_with_pairs(c, steps);
+    EXPECT_EQ(pairs.singles, singles);
+    // And the AVX2 tiles take them: every step paired leaves no single at all.
+    ck::detail::GemmOperands op;
+    op.steps = steps;
+    ck::detail::set_step_pairs(pairs, op);
+    EXPECT_EQ(ck::detail::takes_pairs(op, 0), fits);
   }
   std::mt19937 rng(31);
   std::uint64_t paired = 0, steps = 0;
