@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cstring>
 #include <functional>
 
@@ -325,27 +326,30 @@ void pair_steps(const std::vector<std::uint32_t>& w, std::uint64_t steps, std::u
   // Per lane (2 blocks x 8 words x 2 halves) of a step: the sums of its positive weights and of
   // its negative weights' magnitudes. 127 * sum <= 32767 (or 32768) is sum <= 258 for both.
   constexpr int kLanes = 2 * kGemmBlock * 2, kBound = 258;
+  static_assert(std::endian::native == std::endian::little, "weight words are read as bytes");
   struct Sums {
     std::array<std::uint16_t, kLanes> positive{}, negative{};
   };
   auto sums = [&](std::uint64_t g, std::uint64_t s, Sums& out) {
     out = {};
     for (std::uint64_t b = 2 * g; b < std::min(2 * g + 2, blocks); ++b) {
-      const std::uint32_t* words = w.data() + (b * steps + s) * kGemmBlock;
+      // The words' bytes in memory order (byte k of the block is weight k % 4 of word k / 4);
+      // branch-free and in fixed-length loops, so the compiler vectorizes them.
+      const auto* v = reinterpret_cast<const std::int8_t*>(w.data() + (b * steps + s) * kGemmBlock);
       std::uint16_t* positive = out.positive.data() + (b - 2 * g) * kGemmBlock * 2;
       std::uint16_t* negative = out.negative.data() + (b - 2 * g) * kGemmBlock * 2;
-      for (std::uint64_t k = 0; k < kGemmBlock * 4; ++k) {  // branch-free: signs are random
-        const int v = static_cast<std::int8_t>(words[k / 4] >> (8 * (k % 4)));
-        positive[k / 2] = static_cast<std::uint16_t>(positive[k / 2] + std::max(v, 0));
-        negative[k / 2] = static_cast<std::uint16_t>(negative[k / 2] + std::max(-v, 0));
+      for (std::uint64_t l = 0; l < kGemmBlock * 2; ++l) {
+        const int a = v[2 * l], c = v[2 * l + 1];
+        positive[l] = static_cast<std::uint16_t>(std::max(a, 0) + std::max(c, 0));
+        negative[l] = static_cast<std::uint16_t>(std::max(-a, 0) + std::max(-c, 0));
       }
     }
   };
   auto fits = [](const Sums& a, const Sums& b) {
+    bool over = false;
     for (int l = 0; l < kLanes; ++l)
-      if (a.positive[l] + b.positive[l] > kBound || a.negative[l] + b.negative[l] > kBound)
-        return false;
-    return true;
+      over |= (a.positive[l] + b.positive[l] > kBound) | (a.negative[l] + b.negative[l] > kBound);
+    return !over;
   };
   // In order, each step's sums once: step s pairs with the one before it when that one is still
   // unpaired, in the same phase, and they fit.
