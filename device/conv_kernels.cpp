@@ -514,7 +514,7 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
     live_steps(w, p.quads, p.taps, kTileK4, live, live_w);
     step_pairs = {};
     // The AVX2 GEMM form's operands (_mm256_maddubs_epi16 on inputs 0..127).
-    if (bias == 0 && live.size() <= kGemmPairedStepsMax)
+    if (bias == 0)
       pair_steps(live.size() < p.quads * p.taps ? live_w : w, live.size(),
                  live_steps_before(live, p.split_quads, p.taps), step_pairs);
   };

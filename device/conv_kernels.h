@@ -296,8 +296,7 @@ struct PackedQuads {
   std::vector<std::uint32_t> live_steps, live_w;
   std::span<const std::uint32_t> live;
   const std::uint32_t* live_w_data = nullptr;
-  // At bias 0 and at most kGemmPairedStepsMax live steps, pair_steps of the live steps (else
-  // empty): its own or the packs copy's.
+  // At bias 0, pair_steps of the live steps (else empty): its own or the packs copy's.
   StepPairs own_pairs;
   const StepPairs* step_pairs = nullptr;
 };
@@ -347,12 +346,6 @@ void quad_tiles_avx512vnni(const PackedQuads& p, std::uint64_t kb, std::uint64_t
 constexpr std::uint64_t kGemmBlock = 8;    // output channels per vector
 constexpr std::uint64_t kGemmK = 64;       // output channels per work unit (y row)
 constexpr std::uint64_t kGemmPixels = 64;  // output pixels per work unit
-// The u8 quads pair their steps (pair_steps; the AVX2 tiles then take 4 pixels instead of 5, so
-// stream the weights once per 4 pixels) up to this many live steps: while a tile's weights, 64
-// bytes a step, stay in a 32 KiB L1. Timed per layer in `npukit eval` of resnet18 (Zen 3, 40
-// images): 3x3 64 on 56x56 (144 steps) and 128 on 28x28 (288) 0.89-0.96x the time, 256 on
-// 14x14 (576) 1.04-1.18x, 512 on 7x7 (1152) 0.98-1.05x.
-constexpr std::uint64_t kGemmPairedStepsMax = 512;
 struct GemmOperands {
   const std::uint32_t* x = nullptr;  // the packed words (Packed::x or PackedQuads::x)
   // The steps a tile takes, the live (group, tap)s (live_steps): step s multiplies the input
