@@ -166,6 +166,37 @@ TEST(Evaluate, MergedShardsAreTheSingleRun) {
   EXPECT_THROW(decode_eval_result("{\"images\": 1}", "rank 1"), Error);
 }
 
+// The warm timing leaves out each shard's first image: 5 images in shards of 2 and 3 have 1 + 2
+// warm ones, timed within the loop, and the figures survive the MPI encoding.
+TEST(Evaluate, WarmTimingLeavesOutEachShardsFirstImage) {
+  const auto compiled = compiler::compile(int8_model(), {});
+  runtime::Session session(compiled.artifact());
+  const ir::Tensor x = onnxio::load_tensor_file(kDigits + "X_test.npy");
+  const auto labels = labels_of(onnxio::load_tensor_file(kDigits + "y_test.npy"), "y_test");
+  EvalOptions o;
+  o.limit = 1;
+  EXPECT_EQ(evaluate(session, x, labels, o).warm_images, 0);
+  EXPECT_EQ(evaluate(session, x, labels, o).warm_seconds_per_image(), 0);
+  o.limit = 5;
+  o.shard_count = 2;
+  std::vector<EvalResult> shards;
+  for (int i = 0; i < 2; ++i) {
+    o.shard_index = i;
+    const EvalResult one = evaluate(session, x, labels, o);
+    EXPECT_EQ(one.warm_images, one.images - 1);
+    EXPECT_GT(one.warm_seconds, 0);
+    EXPECT_LT(one.warm_seconds, one.seconds);
+    EXPECT_GT(one.warm_cpu_seconds, 0);
+    shards.push_back(decode_eval_result(encode_eval_result(one), "shard"));
+    EXPECT_EQ(shards.back().warm_seconds, one.warm_seconds);
+    EXPECT_EQ(shards.back().warm_cpu_seconds, one.warm_cpu_seconds);
+  }
+  const EvalResult all = merge_shards(shards);
+  EXPECT_EQ(all.warm_images, 3);
+  EXPECT_EQ(all.warm_seconds, std::max(shards[0].warm_seconds, shards[1].warm_seconds));
+  EXPECT_EQ(all.warm_cpu_seconds, shards[0].warm_cpu_seconds + shards[1].warm_cpu_seconds);
+}
+
 TEST(Compare, EveryDigitsLayerBitExact) {
   const ir::Graph model = int8_model();
   const auto options = dispatch_every_layer(model, {});

@@ -11,8 +11,17 @@
 #include <chrono>
 #include <limits>
 
+#include <time.h>
+
 namespace npukit::analysis {
 namespace {
+
+// CPU time of the calling thread, in seconds.
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
 
 // Image n of x as float32, shaped like the model input, into `out`, whose storage is reused from
 // image to image (a float32 data set is copied once, straight from x).
@@ -114,7 +123,13 @@ EvalResult evaluate(runtime::Session& session, const ir::Tensor& x,
   ref::RunOptions float_run;
   float_run.conv_weights = &float_weights;
   ref::TensorMap feeds, ff;
+  auto warm_from = t0;
+  double warm_cpu_from = 0;
   for (std::int64_t i = begin; i < end; ++i) {
+    if (i == begin + 1) {
+      warm_from = std::chrono::steady_clock::now();
+      warm_cpu_from = thread_cpu_seconds();
+    }
     image_as_input(x, i, input.shape, input.name, data_name, feeds[input.name]);
     auto result = session.run(feeds);
     const std::int64_t p = argmax(result.outputs.at(m.outputs[0].name));
@@ -133,7 +148,13 @@ EvalResult evaluate(runtime::Session& session, const ir::Tensor& x,
     }
     if (options.progress) options.progress(i - begin + 1, n, r.int8_correct);
   }
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto t1 = std::chrono::steady_clock::now();
+  r.seconds = std::chrono::duration<double>(t1 - t0).count();
+  if (n > 1) {
+    r.warm_images = n - 1;
+    r.warm_seconds = std::chrono::duration<double>(t1 - warm_from).count();
+    r.warm_cpu_seconds = thread_cpu_seconds() - warm_cpu_from;
+  }
   return r;
 }
 
@@ -156,6 +177,9 @@ EvalResult merge_shards(const std::vector<EvalResult>& shards) {
     r.agree += s.agree;
     r.device_cycles += s.device_cycles;
     r.seconds = std::max(r.seconds, s.seconds);
+    r.warm_images += s.warm_images;
+    r.warm_seconds = std::max(r.warm_seconds, s.warm_seconds);
+    r.warm_cpu_seconds += s.warm_cpu_seconds;
     r.predictions.insert(r.predictions.end(), s.predictions.begin(), s.predictions.end());
     add_segment_stats(r.segments, s.segments);
     if (s.images > 0) r.layers = s.layers;
@@ -169,11 +193,19 @@ std::string encode_eval_result(const EvalResult& r) {
     segments.push_back(
         {s.index, s.device, s.cycles, s.host_seconds, s.bytes_to_device, s.bytes_from_device});
   for (const auto& l : r.layers) layers.push_back({l.name, l.opcode, l.cycles});
-  const nlohmann::json j{{"images", r.images},       {"int8_correct", r.int8_correct},
-                         {"has_float", r.has_float}, {"float_correct", r.float_correct},
-                         {"agree", r.agree},         {"device_cycles", r.device_cycles},
-                         {"seconds", r.seconds},     {"predictions", r.predictions},
-                         {"segments", segments},     {"layers", layers}};
+  const nlohmann::json j{{"images", r.images},
+                         {"int8_correct", r.int8_correct},
+                         {"has_float", r.has_float},
+                         {"float_correct", r.float_correct},
+                         {"agree", r.agree},
+                         {"device_cycles", r.device_cycles},
+                         {"seconds", r.seconds},
+                         {"warm_images", r.warm_images},
+                         {"warm_seconds", r.warm_seconds},
+                         {"warm_cpu_seconds", r.warm_cpu_seconds},
+                         {"predictions", r.predictions},
+                         {"segments", segments},
+                         {"layers", layers}};
   return j.dump();
 }
 
@@ -188,6 +220,9 @@ EvalResult decode_eval_result(const std::string& bytes, const std::string& what)
     r.agree = j.at("agree").get<std::int64_t>();
     r.device_cycles = j.at("device_cycles").get<std::uint64_t>();
     r.seconds = j.at("seconds").get<double>();
+    r.warm_images = j.at("warm_images").get<std::int64_t>();
+    r.warm_seconds = j.at("warm_seconds").get<double>();
+    r.warm_cpu_seconds = j.at("warm_cpu_seconds").get<double>();
     r.predictions = j.at("predictions").get<std::vector<std::int64_t>>();
     for (const auto& s : j.at("segments"))
       r.segments.push_back({s.at(0).get<std::size_t>(), s.at(1).get<bool>(),

@@ -32,9 +32,16 @@ struct EvalResult {
   std::int64_t int8_correct = 0;
   bool has_float = false;
   std::int64_t float_correct = 0;
-  std::int64_t agree = 0;                       // images where int8 and float pick the same class
-  std::uint64_t device_cycles = 0;              // summed over the images
-  double seconds = 0;                           // host wall time of the loop
+  std::int64_t agree = 0;           // images where int8 and float pick the same class
+  std::uint64_t device_cycles = 0;  // summed over the images
+  double seconds = 0;               // host wall time of the loop
+  // The images after the first of each shard (whose time holds the one-time weight packing), as
+  // onnxruntime's session.run timings leave out session creation and warm-up: their wall time
+  // (shards run at once: the longest) and this thread's CPU time (summed over shards). A shard's
+  // layers must run on its own thread for the CPU time to hold all of it (npukit eval's workers
+  // do, one image per core).
+  std::int64_t warm_images = 0;
+  double warm_seconds = 0, warm_cpu_seconds = 0;
   std::vector<std::int64_t> predictions;        // the int8 top-1 class per image
   std::vector<runtime::SegmentStats> segments;  // summed over the images
   std::vector<runtime::LayerCycles> layers;     // of the last image
@@ -43,6 +50,10 @@ struct EvalResult {
   double float_top1() const { return images ? double(float_correct) / images : 0; }
   double agreement() const { return images ? double(agree) / images : 0; }
   double cycles_per_image() const { return images ? double(device_cycles) / images : 0; }
+  double warm_seconds_per_image() const { return warm_images ? warm_seconds / warm_images : 0; }
+  double warm_cpu_seconds_per_image() const {
+    return warm_images ? warm_cpu_seconds / warm_images : 0;
+  }
 };
 
 // Checks the data and labels against each other and the program (one input; labels are class

@@ -15,15 +15,16 @@ ZOO_ARCH_DIR holds float.onnx, calib.npy and test.npy (scripts/evidence/make_zoo
     run with optimizations disabled (Gati's arithmetic, done the slow way), per image.
     --eval-only leaves the quantize rows out (the int8 model is quantized once, with 1 thread,
     unless WORK/int8.onnx exists already).
-npukit's eval time per image is the difference between an eval of N images and one of N/2, so
-process start-up, program loading and the first image's weight packing cancel out (onnxruntime's
-session creation is left out too). The test images are repeated cyclically up to N (default 32:
-the ~0.5-2 s fixed cost varies by more than a few images' time). Each of R rounds (default 3)
-runs npukit half, npukit full and onnxruntime u8 back to back, so each ratio pairs measurements
-taken within seconds of each other; the table gives the median round (by CPU ratio) and the
-spread of the ratios. A second row takes each command at its fastest over the rounds (the
-32-image eval, the 16-image eval and onnxruntime separately): on a machine shared with others,
-interference only adds time, and one slow 16-image eval moves a round's difference a lot.
+npukit's eval time per image is the one `npukit eval --json` measures inside the process over
+the images after each worker's first (warm_seconds_per_image, warm_cpu_seconds_per_image), as
+onnxruntime's figure is its session.run times after a warm-up run: process start-up, program
+loading and the first image's weight packing are left out of both. (Until 2026-11-27 it was the
+difference between an eval of N images and one of N/2, which leaves out the same costs but adds
+the noise of two whole processes to each round.) The test images are repeated cyclically up to N
+(default 32). Each of R rounds (default 3) runs npukit and onnxruntime u8 back to back, so each
+ratio pairs measurements taken within seconds of each other; the table gives the median round
+(by CPU ratio) and the spread of the ratios. A second row takes each at its fastest over the
+rounds: on a machine shared with others, interference only adds time.
 Both wall time and CPU time (user + system) are reported: on a shared, loaded machine wall time
 includes waiting for a core, so compare CPU time there (and say so). Needs bench/ort's
 node_modules (`cd bench/ort && npm ci --ignore-scripts`).
@@ -167,29 +168,26 @@ def main():
     write_labels(f("labels.npy"), n)
     images = f(f"test_{n}.npy")
     for t in [int(x) for x in a.threads.split(",")]:
-        evaluate = lambda k: timed([a.npukit, "eval", f("prog"), "--data", images,
-                                    "--labels", f("labels.npy"), "--limit", str(k), "-q",
-                                    "--threads", str(t)])
-        rounds, halves, fulls = [], [], []
+        def evaluate():
+            """(wall s, CPU s) per image after each worker's first, from npukit eval --json."""
+            out = f(f"eval_{t}.json")
+            timed([a.npukit, "eval", f("prog"), "--data", images, "--labels", f("labels.npy"),
+                   "--limit", str(n), "-q", "--threads", str(t), "--json", out])
+            j = json.load(open(out))
+            return j["warm_seconds_per_image"], j["warm_cpu_seconds_per_image"]
+        rounds = []
         for _ in range(a.repeats):
-            hw, hc, _ = evaluate(n // 2)
-            fw, fc, _ = evaluate(n)
-            halves.append((hw, hc))
-            fulls.append((fw, fc))
-            ew, ec = (fw - hw) / (n - n // 2), (fc - hc) / (n - n // 2)
+            ew, ec = evaluate()
             uw, uc = ort(f("uint8.onnx"), f"{inp}={images}", "all", t, f(f"ort_u8_{t}.json"))
             rounds.append((ew, ec, uw, uc))
         (ew, ec, uw, uc), spread = median_round(rounds, lambda r: r[1] / r[3])
         rows.append(("eval (device model), per image", t, ew, ec, uw, uc,
                      "onnxruntime uint8 activations, all optimizations", spread))
-        # The same rounds, each command at its fastest: interference on a shared machine only
-        # ever adds time, and one slow half-size eval can move a round's difference by more than
-        # the whole per-image figure.
+        # The same rounds, each side at its fastest: interference on a shared machine only
+        # ever adds time.
         fastest = lambda xs, i: min(x[i] for x in xs)
-        rows.append(("eval, per image, fastest of the rounds", t,
-                     (fastest(fulls, 0) - fastest(halves, 0)) / (n - n // 2),
-                     (fastest(fulls, 1) - fastest(halves, 1)) / (n - n // 2),
-                     fastest(rounds, 2), fastest(rounds, 3),
+        rows.append(("eval, per image, fastest of the rounds", t, fastest(rounds, 0),
+                     fastest(rounds, 1), fastest(rounds, 2), fastest(rounds, 3),
                      "onnxruntime uint8 activations, all optimizations (fastest round)", ""))
         if not a.no_int8_reference:
             iw, ic = ort(f("int8.onnx"), f"{inp}={images}", "disabled", t, f(f"ort_i8_{t}.json"))

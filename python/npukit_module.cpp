@@ -372,6 +372,8 @@ PYBIND11_MODULE(_npukit, m) {
         }
         d["device_cycles_per_image"] = r.cycles_per_image();
         d["seconds_per_image"] = r.images ? r.seconds / r.images : 0.0;
+        // Wall time only: the session's layers may run on the pool's threads.
+        d["warm_seconds_per_image"] = r.warm_seconds_per_image();
         d["predictions"] =
             to_array(ir::make_tensor(ir::Shape{static_cast<std::int64_t>(r.predictions.size())},
                                      r.predictions, "predictions"));

@@ -227,6 +227,10 @@ void run(const EvalArgs& a) {
       "device cycles per image {:.0f} ({:.3f} ms at {:g} MHz); host wall time "
       "{:.2f} ms per image\n",
       r.cycles_per_image(), r.cycles_per_image() / clock_khz, clock_khz / 1e3, 1e3 * r.seconds / n);
+  if (r.warm_images > 0)
+    std::cout << fmt::format(
+        "after each worker's first image: {:.2f} ms wall, {:.2f} ms CPU per image ({} images)\n",
+        1e3 * r.warm_seconds_per_image(), 1e3 * r.warm_cpu_seconds_per_image(), r.warm_images);
 
   std::cout << npukit::tools::segment_table(m, r.segments, n);
   if (!a.stats_json.empty())
@@ -245,7 +249,10 @@ void run(const EvalArgs& a) {
                      {"int8_top1", r.int8_top1()},
                      {"int8_correct", r.int8_correct},
                      {"device_cycles_per_image", r.cycles_per_image()},
-                     {"seconds_per_image", r.seconds / n}};
+                     {"seconds_per_image", r.seconds / n},
+                     {"warm_images", r.warm_images},
+                     {"warm_seconds_per_image", r.warm_seconds_per_image()},
+                     {"warm_cpu_seconds_per_image", r.warm_cpu_seconds_per_image()}};
     if (r.has_float) {
       j["float_top1"] = r.float_top1();
       j["float_correct"] = r.float_correct;

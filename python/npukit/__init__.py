@@ -222,7 +222,8 @@ def eval(program, data, labels, float_model=None, limit=None, transport="inproc"
     integer `labels`, as `npukit eval` measures it, optionally beside the float model on the
     reference executor. Returns {"images", "int8_correct", "int8_top1", "float_correct",
     "float_top1", "top1_agreement" (with float_model), "device_cycles_per_image",
-    "seconds_per_image", "predictions" (int64 array)}."""
+    "seconds_per_image", "warm_seconds_per_image" (the images after the first, whose time holds
+    the one-time weight packing), "predictions" (int64 array)}."""
     session = program if isinstance(program, Session) else Session(program, transport)
     callback = None
     if progress is True:
