@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
 
 namespace npukit::analysis {
 namespace {
@@ -164,6 +165,58 @@ TEST(Evaluate, MergedShardsAreTheSingleRun) {
   o.shard_index = 4;
   EXPECT_THROW(evaluate(session, x, labels, o), Error);
   EXPECT_THROW(decode_eval_result("{\"images\": 1}", "rank 1"), Error);
+}
+
+// Workers taking images from one queue (npukit eval's threads): whichever images each takes,
+// the merge is the single run's result, predictions in image order; a queue past the data fails.
+TEST(Evaluate, QueueTakersMergeToTheSingleRun) {
+  const auto compiled = compiler::compile(int8_model(), {});
+  const ir::Tensor x = onnxio::load_tensor_file(kDigits + "X_test.npy");
+  const auto labels = labels_of(onnxio::load_tensor_file(kDigits + "y_test.npy"), "y_test");
+  runtime::Session single(compiled.artifact());
+  EvalOptions o;
+  o.limit = 9;
+  const EvalResult one = evaluate(single, x, labels, o);
+  ImageQueue queue(0, 9);
+  std::vector<EvalResult> parts(3);
+  {
+    std::vector<std::jthread> workers;
+    for (int w = 0; w < 3; ++w)
+      workers.emplace_back([&, w] {
+        runtime::Session s(compiled.artifact());
+        EvalOptions q;
+        q.queue = &queue;
+        parts[static_cast<std::size_t>(w)] = evaluate(s, x, labels, q);
+      });
+  }
+  std::int64_t taken = 0;
+  for (const EvalResult& p : parts) {
+    taken += p.images;
+    EXPECT_TRUE(std::is_sorted(p.image_indices.begin(), p.image_indices.end()));
+  }
+  EXPECT_EQ(taken, 9);
+  const EvalResult all = merge_shards(parts);
+  EXPECT_EQ(all.images, 9);
+  EXPECT_EQ(all.predictions, one.predictions);
+  EXPECT_EQ(all.int8_correct, one.int8_correct);
+  EXPECT_EQ(all.device_cycles, one.device_cycles);
+  ASSERT_EQ(all.layers.size(), one.layers.size());
+  for (std::size_t i = 0; i < one.layers.size(); ++i)
+    EXPECT_EQ(all.layers[i].cycles, one.layers[i].cycles);
+  // Interleaved takers, as two cores would leave them: predictions back in image order, the
+  // layers of the one that ran the last image.
+  EvalResult a, b;
+  a.images = 3, a.image_indices = {0, 2, 5}, a.predictions = {10, 12, 15};
+  b.images = 3, b.image_indices = {1, 3, 4}, b.predictions = {11, 13, 14};
+  a.layers = {{"a", "CONV", 1}}, b.layers = {{"b", "CONV", 2}};
+  const EvalResult ab = merge_shards({b, a});
+  EXPECT_EQ(ab.predictions, (std::vector<std::int64_t>{10, 11, 12, 13, 14, 15}));
+  ASSERT_EQ(ab.layers.size(), 1u);
+  EXPECT_EQ(ab.layers[0].name, "a");
+  ImageQueue past(0, x.shape[0] + 1);
+  EvalOptions q;
+  q.queue = &past;
+  EXPECT_THROW(evaluate(single, x, labels, q), Error);
 }
 
 // The warm timing leaves out each shard's first image: 5 images in shards of 2 and 3 have 1 + 2

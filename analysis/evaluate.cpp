@@ -114,9 +114,15 @@ EvalResult evaluate(runtime::Session& session, const ir::Tensor& x,
 
   const std::int64_t all = options.limit > 0 ? std::min(x.shape[0], options.limit) : x.shape[0];
   const auto [begin, end] = shard_range(all, options.shard_index, options.shard_count);
-  const std::int64_t n = end - begin;
+  ImageQueue* queue = options.queue;
+  if (queue && (queue->begin() < 0 || queue->end() > x.shape[0]))
+    fail("{}: images {}..{} are queued but it holds {}", data_name, queue->begin(),
+         queue->end() - 1, x.shape[0]);
+  // The images in order: the shard's, or those the queue hands out.
+  std::int64_t next = begin;
+  auto take = [&] { return queue ? queue->take() : next < end ? next++ : std::int64_t{-1}; };
+  const std::int64_t n = queue ? queue->end() - queue->begin() : end - begin;  // for progress
   EvalResult r;
-  r.images = n;
   r.has_float = float_model != nullptr;
   const auto t0 = std::chrono::steady_clock::now();
   ref::ConvWeightCache float_weights;  // the float model's conv weights, reordered once
@@ -125,11 +131,13 @@ EvalResult evaluate(runtime::Session& session, const ir::Tensor& x,
   ref::TensorMap feeds, ff;
   auto warm_from = t0;
   double warm_cpu_from = 0;
-  for (std::int64_t i = begin; i < end; ++i) {
-    if (i == begin + 1) {
+  for (std::int64_t i = take(); i >= 0; i = take()) {
+    if (r.images == 1) {
       warm_from = std::chrono::steady_clock::now();
       warm_cpu_from = thread_cpu_seconds();
     }
+    ++r.images;
+    if (queue) r.image_indices.push_back(i);
     image_as_input(x, i, input.shape, input.name, data_name, feeds[input.name]);
     auto result = session.run(feeds);
     const std::int64_t p = argmax(result.outputs.at(m.outputs[0].name));
@@ -146,12 +154,12 @@ EvalResult evaluate(runtime::Session& session, const ir::Tensor& x,
       r.float_correct += fp == labels[i];
       r.agree += fp == p;
     }
-    if (options.progress) options.progress(i - begin + 1, n, r.int8_correct);
+    if (options.progress) options.progress(r.images, n, r.int8_correct);
   }
   const auto t1 = std::chrono::steady_clock::now();
   r.seconds = std::chrono::duration<double>(t1 - t0).count();
-  if (n > 1) {
-    r.warm_images = n - 1;
+  if (r.images > 1) {
+    r.warm_images = r.images - 1;
     r.warm_seconds = std::chrono::duration<double>(t1 - warm_from).count();
     r.warm_cpu_seconds = thread_cpu_seconds() - warm_cpu_from;
   }
@@ -182,7 +190,25 @@ EvalResult merge_shards(const std::vector<EvalResult>& shards) {
     r.warm_cpu_seconds += s.warm_cpu_seconds;
     r.predictions.insert(r.predictions.end(), s.predictions.begin(), s.predictions.end());
     add_segment_stats(r.segments, s.segments);
-    if (s.images > 0) r.layers = s.layers;
+    if (s.images > 0 && s.image_indices.empty()) r.layers = s.layers;
+  }
+  // The takers of a queue: predictions by image, the layers of whoever ran the last one.
+  std::vector<std::pair<std::int64_t, std::int64_t>> by_image;
+  std::int64_t last = -1;
+  for (const EvalResult& s : shards) {
+    if (s.image_indices.empty()) continue;
+    if (s.image_indices.size() != s.predictions.size())
+      fail("cannot merge evaluation shards: {} image indices for {} predictions",
+           s.image_indices.size(), s.predictions.size());
+    for (std::size_t i = 0; i < s.predictions.size(); ++i)
+      by_image.emplace_back(s.image_indices[i], s.predictions[i]);
+    if (s.image_indices.back() > last) last = s.image_indices.back(), r.layers = s.layers;
+  }
+  if (!by_image.empty()) {
+    if (by_image.size() != r.predictions.size())
+      fail("cannot merge evaluation shards: some took images from a queue and some did not");
+    std::sort(by_image.begin(), by_image.end());
+    for (std::size_t i = 0; i < by_image.size(); ++i) r.predictions[i] = by_image[i].second;
   }
   return r;
 }

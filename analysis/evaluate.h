@@ -6,6 +6,7 @@
 #include "ir/graph.h"
 #include "runtime/session.h"
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -15,6 +16,26 @@
 
 namespace npukit::analysis {
 
+// Hands out the images [begin, end) one at a time to the evaluations that share it (npukit eval's
+// workers): each takes the next image when it is free, so a core slowed by other work takes fewer
+// instead of finishing last.
+class ImageQueue {
+ public:
+  ImageQueue(std::int64_t begin, std::int64_t end) : begin_(begin), next_(begin), end_(end) {}
+  // The next image, or -1 when none is left.
+  std::int64_t take() {
+    const std::int64_t i = next_.fetch_add(1, std::memory_order_relaxed);
+    return i < end_ ? i : -1;
+  }
+  std::int64_t begin() const { return begin_; }
+  std::int64_t end() const { return end_; }
+
+ private:
+  std::int64_t begin_;
+  std::atomic<std::int64_t> next_;
+  std::int64_t end_;
+};
+
 struct EvalOptions {
   std::int64_t limit = 0;                  // evaluate only the first N images (0 = all)
   const ir::Graph* float_model = nullptr;  // also run this float model (one input) for comparison
@@ -23,6 +44,10 @@ struct EvalOptions {
   // of every shard's result, in shard order, is the result of a single process.
   int shard_index = 0;
   int shard_count = 1;
+  // Take the images from this queue instead (its range is checked against the data and labels;
+  // limit and the shard are not used). merge_shards() of all its takers' results is the result of
+  // one evaluation of the range, whichever images each took.
+  ImageQueue* queue = nullptr;
   // Called after each image: (images done, total, int8 correct so far).
   std::function<void(std::int64_t, std::int64_t, std::int64_t)> progress;
 };
@@ -42,7 +67,10 @@ struct EvalResult {
   // do, one image per core).
   std::int64_t warm_images = 0;
   double warm_seconds = 0, warm_cpu_seconds = 0;
-  std::vector<std::int64_t> predictions;        // the int8 top-1 class per image
+  std::vector<std::int64_t> predictions;  // the int8 top-1 class per image
+  // With a queue: the image of each prediction, ascending (without one, the shard's images in
+  // order, and this is empty).
+  std::vector<std::int64_t> image_indices;
   std::vector<runtime::SegmentStats> segments;  // summed over the images
   std::vector<runtime::LayerCycles> layers;     // of the last image
 
@@ -70,8 +98,9 @@ EvalResult evaluate(runtime::Session& session, const ir::Tensor& data,
 std::pair<std::int64_t, std::int64_t> shard_range(std::int64_t images, int index, int count);
 
 // The result of one process over all images from the results of its shards, in shard order:
-// counts, cycles, bytes and host times summed, predictions concatenated, the layers of the shard
-// that ran the last image, wall time the longest shard's (they run side by side).
+// counts, cycles, bytes and host times summed, predictions concatenated (or, from the takers of
+// one ImageQueue, put in image order), the layers of the shard that ran the last image, wall time
+// the longest shard's (they run side by side).
 EvalResult merge_shards(const std::vector<EvalResult>& shards);
 
 // An EvalResult as bytes and back (what the ranks of an MPI job send to rank 0); exact, doubles

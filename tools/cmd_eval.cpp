@@ -125,11 +125,11 @@ void run(const EvalArgs& a) {
     progress.emplace(end - first, !a.quiet && world.rank() == 0);
 
     // Images are spread over the threads: each worker has its own Session (its own device model
-    // and DRAM) and evaluates a contiguous block of this rank's images, with the layers inside
-    // run serially. Blocks merged in order give the one-thread result (merge_shards).
+    // and DRAM) and takes this rank's images one at a time from a shared queue (a core slowed by
+    // other work takes fewer), with the layers inside run serially. merge_shards puts the
+    // predictions back in image order: the one-thread result.
     const int workers = static_cast<int>(std::clamp<std::int64_t>(
         npukit::thread_count(), 1, std::max<std::int64_t>(end - first, 1)));
-    const int shard_count = world.size() * workers;
     // Loaded once. Each worker's session takes a copy that shares the GML bytes (124 MB for
     // resnet50) and drops them once they are sent to its device, which frees them after the last.
     std::vector<npukit::program::Program> programs(workers, npukit::program::load(dir));
@@ -138,6 +138,7 @@ void run(const EvalArgs& a) {
     std::vector<std::exception_ptr> errors(workers);
     std::vector<std::int64_t> done(workers, 0), correct(workers, 0);
     std::mutex progress_mutex;
+    npukit::analysis::ImageQueue queue(first, end);
     auto work = [&](int w) {
       try {
         npukit::runtime::SessionOptions so;
@@ -145,10 +146,8 @@ void run(const EvalArgs& a) {
         auto& s = w == 0 ? session : extra[w - 1];
         s.emplace(std::move(programs[w]), so);
         npukit::analysis::EvalOptions options;
-        options.limit = a.limit;
         options.float_model = float_model ? &*float_model : nullptr;
-        options.shard_index = world.rank() * workers + w;
-        options.shard_count = shard_count;
+        options.queue = &queue;
         options.progress = [&, w](std::int64_t d, std::int64_t, std::int64_t c) {
           const std::lock_guard lock(progress_mutex);
           done[w] = d;
