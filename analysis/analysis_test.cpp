@@ -21,6 +21,15 @@ const std::string kDigits = std::string(NPUKIT_SOURCE_DIR) + "/fixtures/digits/"
 
 ir::Graph int8_model() { return onnxio::load_onnx(kDigits + "lenet_digits.int8.onnx"); }
 
+// The digits model compiled and in a session, with its test images and labels.
+struct Digits {
+  compiler::CompileResult compiled = compiler::compile(int8_model(), {});
+  runtime::Session session{compiled.artifact()};
+  ir::Tensor x = onnxio::load_tensor_file(kDigits + "X_test.npy");
+  std::vector<std::int64_t> labels =
+      labels_of(onnxio::load_tensor_file(kDigits + "y_test.npy"), "y_test");
+};
+
 // The first n images of X_test as one batch tensor.
 ir::Tensor first_images(std::int64_t n) {
   ir::Tensor x = onnxio::load_tensor_file(kDigits + "X_test.npy");
@@ -170,20 +179,19 @@ TEST(Evaluate, MergedShardsAreTheSingleRun) {
 // Workers taking images from one queue (npukit eval's threads): whichever images each takes,
 // the merge is the single run's result, predictions in image order; a queue past the data fails.
 TEST(Evaluate, QueueTakersMergeToTheSingleRun) {
-  const auto compiled = compiler::compile(int8_model(), {});
-  const ir::Tensor x = onnxio::load_tensor_file(kDigits + "X_test.npy");
-  const auto labels = labels_of(onnxio::load_tensor_file(kDigits + "y_test.npy"), "y_test");
-  runtime::Session single(compiled.artifact());
+  Digits d;
+  const ir::Tensor& x = d.x;
+  const std::vector<std::int64_t>& labels = d.labels;
   EvalOptions o;
   o.limit = 9;
-  const EvalResult one = evaluate(single, x, labels, o);
+  const EvalResult one = evaluate(d.session, x, labels, o);
   ImageQueue queue(0, 9);
   std::vector<EvalResult> parts(3);
   {
     std::vector<std::jthread> workers;
     for (int w = 0; w < 3; ++w)
       workers.emplace_back([&, w] {
-        runtime::Session s(compiled.artifact());
+        runtime::Session s(d.compiled.artifact());
         EvalOptions q;
         q.queue = &queue;
         parts[static_cast<std::size_t>(w)] = evaluate(s, x, labels, q);
@@ -216,26 +224,24 @@ TEST(Evaluate, QueueTakersMergeToTheSingleRun) {
   ImageQueue past(0, x.shape[0] + 1);
   EvalOptions q;
   q.queue = &past;
-  EXPECT_THROW(evaluate(single, x, labels, q), Error);
+  EXPECT_THROW(evaluate(d.session, x, labels, q), Error);
 }
 
 // The warm timing leaves out each shard's first image: 5 images in shards of 2 and 3 have 1 + 2
 // warm ones, timed within the loop, and the figures survive the MPI encoding.
 TEST(Evaluate, WarmTimingLeavesOutEachShardsFirstImage) {
-  const auto compiled = compiler::compile(int8_model(), {});
-  runtime::Session session(compiled.artifact());
-  const ir::Tensor x = onnxio::load_tensor_file(kDigits + "X_test.npy");
-  const auto labels = labels_of(onnxio::load_tensor_file(kDigits + "y_test.npy"), "y_test");
+  Digits d;
+  auto eval = [&](const EvalOptions& o) { return evaluate(d.session, d.x, d.labels, o); };
   EvalOptions o;
   o.limit = 1;
-  EXPECT_EQ(evaluate(session, x, labels, o).warm_images, 0);
-  EXPECT_EQ(evaluate(session, x, labels, o).warm_seconds_per_image(), 0);
+  EXPECT_EQ(eval(o).warm_images, 0);
+  EXPECT_EQ(eval(o).warm_seconds_per_image(), 0);
   o.limit = 5;
   o.shard_count = 2;
   std::vector<EvalResult> shards;
   for (int i = 0; i < 2; ++i) {
     o.shard_index = i;
-    const EvalResult one = evaluate(session, x, labels, o);
+    const EvalResult one = eval(o);
     EXPECT_EQ(one.warm_images, one.images - 1);
     EXPECT_GT(one.warm_seconds, 0);
     EXPECT_LT(one.warm_seconds, one.seconds);
