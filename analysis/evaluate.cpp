@@ -113,7 +113,10 @@ EvalResult evaluate(runtime::Session& session, const ir::Tensor& x,
          options.shard_count);
 
   const std::int64_t all = options.limit > 0 ? std::min(x.shape[0], options.limit) : x.shape[0];
-  const auto [begin, end] = shard_range(all, options.shard_index, options.shard_count);
+  // Plain variables, not a structured binding: take() below captures them (clang 14 cannot).
+  const std::pair<std::int64_t, std::int64_t> range =
+      shard_range(all, options.shard_index, options.shard_count);
+  const std::int64_t begin = range.first, end = range.second;
   ImageQueue* queue = options.queue;
   if (queue && (queue->begin() < 0 || queue->end() > x.shape[0]))
     fail("{}: images {}..{} are queued but it holds {}", data_name, queue->begin(),
