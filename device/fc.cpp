@@ -31,22 +31,45 @@ void add_row_scalar(std::int32_t* a, const std::uint8_t* w, std::uint64_t len, s
 }
 
 #if defined(__x86_64__) || defined(__i386__)
-// The same for a whole row at the AVX2 level: |x * w| <= 2^14 is exact in 16 bits.
-__attribute__((target("avx2"))) void add_row_avx2(std::int32_t* a, const std::uint8_t* w,
-                                                  std::int32_t x) {
-  const __m256i weights = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
-  const __m256i xv = _mm256_set1_epi16(static_cast<std::int16_t>(x));
-  const __m256i halves[2] = {
-      _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(weights)), xv),
-      _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(weights, 1)), xv)};
-  for (int h = 0; h < 2; ++h) {
-    const __m128i parts[2] = {_mm256_castsi256_si128(halves[h]),
-                              _mm256_extracti128_si256(halves[h], 1)};
-    for (int q = 0; q < 2; ++q) {
-      auto* p = reinterpret_cast<__m256i*>(a + 16 * h + 8 * q);
-      _mm256_storeu_si256(p,
-                          _mm256_add_epi32(_mm256_loadu_si256(p), _mm256_cvtepi16_epi32(parts[q])));
+// a[k] += sum over r < count of x[r] * w[32 r + k], for one block's `count` whole rows at the
+// AVX2 level, the 32 sums in registers. Rows go in pairs: both rows' weights widened to int16
+// and interleaved (unpacklo/hi, per 128-bit lane), so one _mm256_madd_epi16 with the broadcast
+// pair (x[r], x[r + 1]) adds both products per neuron (|sum| <= 2^15, exact); an odd last row
+// pairs with zero. s[0] holds neurons 0-3 and 8-11, s[1] 4-7 and 12-15, s[2] and s[3] the same
+// 16 on; the permutes put them back in order.
+__attribute__((target("avx2"))) void add_rows_avx2(std::int32_t* a, const std::uint8_t* w,
+                                                   const std::int8_t* x, std::uint64_t count) {
+  __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                  _mm256_setzero_si256()};
+  const auto add_pair = [&](__m256i wa, __m256i wb, std::int8_t xa, std::int8_t xb)
+      __attribute__((target("avx2"), always_inline)) {
+    const __m256i xx = _mm256_set1_epi32(static_cast<std::int32_t>(
+        static_cast<std::uint16_t>(xa) | static_cast<std::uint32_t>(static_cast<std::uint16_t>(xb))
+                                             << 16));
+    const __m128i halves[2][2] = {{_mm256_castsi256_si128(wa), _mm256_extracti128_si256(wa, 1)},
+                                  {_mm256_castsi256_si128(wb), _mm256_extracti128_si256(wb, 1)}};
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ra = _mm256_cvtepi8_epi16(halves[0][h]),
+                    rb = _mm256_cvtepi8_epi16(halves[1][h]);
+      s[2 * h] = _mm256_add_epi32(s[2 * h], _mm256_madd_epi16(_mm256_unpacklo_epi16(ra, rb), xx));
+      s[2 * h + 1] =
+          _mm256_add_epi32(s[2 * h + 1], _mm256_madd_epi16(_mm256_unpackhi_epi16(ra, rb), xx));
     }
+  };
+  std::uint64_t r = 0;
+  for (; r + 2 <= count; r += 2)
+    add_pair(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * kVaSize)),
+             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + (r + 1) * kVaSize)), x[r],
+             x[r + 1]);
+  if (r < count)
+    add_pair(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * kVaSize)),
+             _mm256_setzero_si256(), x[r], 0);
+  const __m256i ordered[4] = {
+      _mm256_permute2x128_si256(s[0], s[1], 0x20), _mm256_permute2x128_si256(s[0], s[1], 0x31),
+      _mm256_permute2x128_si256(s[2], s[3], 0x20), _mm256_permute2x128_si256(s[2], s[3], 0x31)};
+  for (int q = 0; q < 4; ++q) {
+    auto* p = reinterpret_cast<__m256i*>(a + 8 * q);
+    _mm256_storeu_si256(p, _mm256_add_epi32(_mm256_loadu_si256(p), ordered[q]));
   }
 }
 #endif
@@ -151,18 +174,27 @@ BlockTiming run_fc(LayerContext& ctx) {
                         std::uint64_t row = done / kVaSize, first = done % kVaSize;
                         std::uint64_t j = row % rows_padded, block = row / rows_padded;
                         for (std::uint64_t off = 0; off < n;) {
+#if defined(__x86_64__) || defined(__i386__)
+                          // The whole rows of this block in this piece at once (rows past
+                          // WeightRows are padding, their x 0).
+                          const std::uint64_t whole =
+                              first == 0 ? std::min((n - off) / kVaSize, rows_padded - j) : 0;
+                          if (avx2 && whole > 0) {
+                            if (j < rows)
+                              add_rows_avx2(acc.data() + block * kVaSize, data + off, x.data() + j,
+                                            std::min(whole, rows - j));
+                            off += whole * kVaSize;
+                            if ((j += whole) == rows_padded) j = 0, ++block;
+                            continue;
+                          }
+#endif
                           const std::uint64_t len = std::min(kVaSize - first, n - off);
                           const std::int32_t xv = j < rows ? x[j] : 0;
                           if (xv != 0) {
                             // Padded neurons (>= cols) sum into acc's padding, which nothing reads.
                             std::int32_t* a = acc.data() + block * kVaSize + first;
                             const std::uint8_t* w = data + off;
-#if defined(__x86_64__) || defined(__i386__)
-                            if (avx2 && len == kVaSize)
-                              add_row_avx2(a, w, xv);
-                            else
-#endif
-                              add_row_scalar(a, w, len, xv);
+                            add_row_scalar(a, w, len, xv);
                           }
                           off += len;
                           if (first + len == kVaSize) {
