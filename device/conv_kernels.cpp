@@ -738,20 +738,27 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
     for (std::uint64_t i = 0; i < n; ++i) q[i] = (p0 + i) / ow * wq + (p0 + i) % ow;
     std::vector<std::int32_t>& y = thread_buffer<std::int32_t, TileTag>();
     y.resize(kGemmPixels * kGemmK + 8);  // lanes_out_avx2 reads up to 7 lanes past the last row
-    auto run = [&](std::uint64_t begin, std::uint64_t end, bool accumulate) {
-      for (std::uint64_t b = 0; b < blocks; b += 2)
-        tiles(op, k0 / kGemmBlock + b, std::min<std::uint64_t>(2, blocks - b), q, n, begin, end,
-              accumulate, y.data() + b * kGemmBlock);
-    };
     const std::uint64_t k_end = std::min(c.kn, k0 + blocks * kGemmBlock);
-    if (snapshot && k_end > c.snapshot_from) {
-      run(0, split_steps, false);
-      const std::uint64_t from = std::max(c.snapshot_from, k0);
-      out(y.data() + (from - k0), n, k_end - from,
-          snapshot + (from - c.snapshot_from) * pixels + p0, pixels);
-      run(split_steps, op.steps, true);
-    } else {
-      run(0, op.steps, false);
+    // Per tile's 16 channels: one pass over every step, or, when some of its channels are in
+    // the snapshot, the first phase, the snapshot rows, then the second phase (a snapshot is
+    // usually the last kernel iteration's few channels, so most tiles take one pass).
+    for (std::uint64_t b = 0; b < blocks; b += 2) {
+      const std::uint64_t count = std::min<std::uint64_t>(2, blocks - b);
+      const std::uint64_t t0 = k0 + b * kGemmBlock,
+                          t_end = std::min(k_end, t0 + count * kGemmBlock);
+      std::int32_t* const yt = y.data() + b * kGemmBlock;
+      const auto run = [&](std::uint64_t begin, std::uint64_t end, bool accumulate) {
+        tiles(op, t0 / kGemmBlock, count, q, n, begin, end, accumulate, yt);
+      };
+      if (snapshot && t_end > c.snapshot_from) {
+        run(0, split_steps, false);
+        const std::uint64_t from = std::max(c.snapshot_from, t0);
+        out(y.data() + (from - k0), n, t_end - from,
+            snapshot + (from - c.snapshot_from) * pixels + p0, pixels);
+        run(split_steps, op.steps, true);
+      } else {
+        run(0, op.steps, false);
+      }
     }
     if (sink)
       sink->fn(sink->ctx, y.data(), kGemmK, p0, n, k0, k_end - k0);
