@@ -22,6 +22,8 @@ void depthwise(const DepthwiseLanes& c, std::int32_t* acc, Isa isa, DepthwiseFor
         "depthwise: the planar form takes strides 1 and 2 with kh * kw <= 16, not a {}x{} "
         "kernel with stride {} on a {}x{} plane",
         c.kh, c.kw, c.stride, c.padded_h, c.padded_w);
+  if (form == DepthwiseForm::kAuto && c.oh() * c.ow() <= kFewOutputs)
+    return depthwise_lanes(c, acc, Isa::kScalar);
   const bool planar = avx2 && form != DepthwiseForm::kLanes && depthwise_planar_fits(c);
   if (!planar) return depthwise_lanes(c, acc, level);
   // Channels are independent (own plane, own acc rows). A work unit is at least 8 channels and

@@ -13,7 +13,9 @@
 //   is word x + j/2: there the int8 plane is read directly, each load of 16 bytes widened to the
 //   8 words (a buffer only for the layer's last plane, whose loads could run past its end).
 // - lanes (conv_kernels::depthwise_lanes): 8 channels in the lanes; strides 3 and 4.
-// The scalar level is depthwise_lanes' plain loop.
+// The scalar level is depthwise_lanes' plain loop, which kAuto also takes for at most
+// kFewOutputs outputs per channel (a global pool's 7x1 pieces have one): there both forms'
+// per-channel setup outweighs the few multiplies.
 #pragma once
 
 #include "device/conv_kernels.h"
@@ -21,13 +23,15 @@
 namespace npukit::device::conv_kernels {
 
 enum class DepthwiseForm { kAuto, kPlanar, kLanes };
+inline constexpr std::uint64_t kFewOutputs = 4;
 
 // Whether the planar form takes this shape (strides 1 and 2, kh * kw <= 16).
 bool depthwise_planar_fits(const DepthwiseLanes& conv);
 
 // acc[k * oh*ow + p] = the sum over taps of taps[k][t] * input (overwritten; exact in int32).
-// form kPlanar on a shape it does not fit throws; kAuto picks planar where it fits at AVX2 and
-// above, lanes otherwise (the scalar level is the same plain loop for both).
+// form kPlanar on a shape it does not fit throws; kAuto picks the plain loop for at most
+// kFewOutputs outputs, else planar where it fits at AVX2 and above, else lanes (the scalar level
+// is the same plain loop for both).
 void depthwise(const DepthwiseLanes& conv, std::int32_t* acc, Isa isa = Isa::kAuto,
                DepthwiseForm form = DepthwiseForm::kAuto);
 
