@@ -299,85 +299,101 @@ void read_activation_planes(const LayerContext& ctx, Field addr_field, std::uint
   const auto w32 = static_cast<std::uint32_t>(width);
   const std::int64_t rows = static_cast<std::int64_t>(plane_h);
   std::int8_t* const dst = planes + left;  // column 0 of the image in plane 0's row 0
-  read_words(
-      ctx.dram, addr, layout.bytes(), 32, "activation read",
-      [&](std::uint64_t first, std::uint64_t end, const std::uint8_t* data) {
-        const std::uint64_t base = first * 32;
-        auto word_by_word = [&](std::uint64_t from, std::uint64_t to) {
-          if (from < to)
-            for_each_word(layout.channels, pixels, cd, dk, pp, from, to,
-                          [=](std::uint64_t c0, std::uint64_t cn, std::uint64_t p0,
-                              std::uint64_t word, auto dkc, auto n) {
-                            // Byte stores may alias the closure: locals only (as read_activation).
-                            const std::uint8_t* w = data + (word - base);
-                            const auto p32 = static_cast<std::uint32_t>(p0);
-                            std::uint64_t x = p32 % w32;
-                            std::int64_t r = static_cast<std::int64_t>(p32 / w32) + top;
-                            std::int8_t* out = dst + c0 * plane;
-                            // A word wholly in rows the planes leave out (a split kernel's
-                            // piece reads a band of rows): nothing to copy.
-                            const std::int64_t r_last =
-                                static_cast<std::int64_t>((p32 + n - 1) / w32) + top;
-                            if (r_last < 0 || r >= rows) return;
-                            if (x + n <= width) {  // the word's pixels in one image row
-                              out += static_cast<std::uint64_t>(r) * plane_w + x;
-                              for (std::uint64_t j = 0; j < cn; ++j)
-                                std::memcpy(out + j * plane, w + j * dkc, n);
-                              return;
-                            }
-                            for (std::uint64_t i = 0; i < n; ++i, ++x) {
-                              if (x == width) x = 0, ++r;
-                              if (r < 0 || r >= rows) continue;
-                              std::int8_t* o = out + static_cast<std::uint64_t>(r) * plane_w + x;
-                              for (std::uint64_t j = 0; j < cn; ++j)
-                                o[j * plane] = static_cast<std::int8_t>(w[j * dkc + i]);
-                            }
-                          });
-        };
+  // Copies words [first, end) (their bytes from data) into the planes.
+  const auto copy_words = [&](std::uint64_t first, std::uint64_t end, const std::uint8_t* data) {
+    const std::uint64_t base = first * 32;
+    auto word_by_word = [&](std::uint64_t from, std::uint64_t to) {
+      if (from < to)
+        for_each_word(layout.channels, pixels, cd, dk, pp, from, to,
+                      [=](std::uint64_t c0, std::uint64_t cn, std::uint64_t p0, std::uint64_t word,
+                          auto dkc, auto n) {
+                        // Byte stores may alias the closure: locals only (as read_activation).
+                        const std::uint8_t* w = data + (word - base);
+                        const auto p32 = static_cast<std::uint32_t>(p0);
+                        std::uint64_t x = p32 % w32;
+                        std::int64_t r = static_cast<std::int64_t>(p32 / w32) + top;
+                        std::int8_t* out = dst + c0 * plane;
+                        // A word wholly in rows the planes leave out (a split kernel's
+                        // piece reads a band of rows): nothing to copy.
+                        const std::int64_t r_last =
+                            static_cast<std::int64_t>((p32 + n - 1) / w32) + top;
+                        if (r_last < 0 || r >= rows) return;
+                        if (x + n <= width) {  // the word's pixels in one image row
+                          out += static_cast<std::uint64_t>(r) * plane_w + x;
+                          for (std::uint64_t j = 0; j < cn; ++j)
+                            std::memcpy(out + j * plane, w + j * dkc, n);
+                          return;
+                        }
+                        for (std::uint64_t i = 0; i < n; ++i, ++x) {
+                          if (x == width) x = 0, ++r;
+                          if (r < 0 || r >= rows) continue;
+                          std::int8_t* o = out + static_cast<std::uint64_t>(r) * plane_w + x;
+                          for (std::uint64_t j = 0; j < cn; ++j)
+                            o[j * plane] = static_cast<std::int8_t>(w[j * dkc + i]);
+                        }
+                      });
+    };
 #if defined(__SSE2__)
-        // The 9,8,8 layout: 4 words of a channel group are 16 pixels of 8 channels, a 4 x 8
-        // transpose of 32-bit elements (each a channel's 4 pixels) into 16 bytes per channel,
-        // where the 16 pixels lie in one image row; other words go one by one.
-        if (cd == 8 && dk == 4 && layout.channels % 8 == 0) {
-          const std::uint64_t per_group = pp / 4;
-          std::uint64_t from = first;
-          for (std::uint64_t word = first; word + 4 <= end;) {
-            const std::uint64_t pw = word % per_group, p0 = pw * 4;
-            const auto p32 = static_cast<std::uint32_t>(p0);
-            const std::uint64_t x = p32 % w32;
-            if (pw + 4 > per_group || p0 + 16 > pixels || x + 16 > width) {
-              ++word;
-              continue;
-            }
-            word_by_word(from, word);
-            const std::int64_t r = static_cast<std::int64_t>(p32 / w32) + top;
-            if (r >= 0 && r < rows) {
-              const auto* v = reinterpret_cast<const __m128i*>(data + (word - first) * 32);
-              std::int8_t* out =
-                  dst + word / per_group * 8 * plane + static_cast<std::uint64_t>(r) * plane_w + x;
-              for (int h = 0; h < 2; ++h) {  // channels 0-3, then 4-7
-                const __m128i a = _mm_loadu_si128(v + h), b = _mm_loadu_si128(v + 2 + h);
-                const __m128i c = _mm_loadu_si128(v + 4 + h), d = _mm_loadu_si128(v + 6 + h);
-                const __m128i ab0 = _mm_unpacklo_epi32(a, b), ab1 = _mm_unpackhi_epi32(a, b);
-                const __m128i cd0 = _mm_unpacklo_epi32(c, d), cd1 = _mm_unpackhi_epi32(c, d);
-                std::int8_t* o = out + static_cast<std::uint64_t>(4 * h) * plane;
-                _mm_storeu_si128(reinterpret_cast<__m128i*>(o), _mm_unpacklo_epi64(ab0, cd0));
-                _mm_storeu_si128(reinterpret_cast<__m128i*>(o + plane),
-                                 _mm_unpackhi_epi64(ab0, cd0));
-                _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 2 * plane),
-                                 _mm_unpacklo_epi64(ab1, cd1));
-                _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 3 * plane),
-                                 _mm_unpackhi_epi64(ab1, cd1));
-              }
-            }
-            word += 4;
-            from = word;
-          }
-          return word_by_word(from, end);
+    // The 9,8,8 layout: 4 words of a channel group are 16 pixels of 8 channels, a 4 x 8
+    // transpose of 32-bit elements (each a channel's 4 pixels) into 16 bytes per channel,
+    // where the 16 pixels lie in one image row; other words go one by one.
+    if (cd == 8 && dk == 4 && layout.channels % 8 == 0) {
+      const std::uint64_t per_group = pp / 4;
+      std::uint64_t from = first;
+      for (std::uint64_t word = first; word + 4 <= end;) {
+        const std::uint64_t pw = word % per_group, p0 = pw * 4;
+        const auto p32 = static_cast<std::uint32_t>(p0);
+        const std::uint64_t x = p32 % w32;
+        if (pw + 4 > per_group || p0 + 16 > pixels || x + 16 > width) {
+          ++word;
+          continue;
         }
+        word_by_word(from, word);
+        const std::int64_t r = static_cast<std::int64_t>(p32 / w32) + top;
+        if (r >= 0 && r < rows) {
+          const auto* v = reinterpret_cast<const __m128i*>(data + (word - first) * 32);
+          std::int8_t* out =
+              dst + word / per_group * 8 * plane + static_cast<std::uint64_t>(r) * plane_w + x;
+          for (int h = 0; h < 2; ++h) {  // channels 0-3, then 4-7
+            const __m128i a = _mm_loadu_si128(v + h), b = _mm_loadu_si128(v + 2 + h);
+            const __m128i c = _mm_loadu_si128(v + 4 + h), d = _mm_loadu_si128(v + 6 + h);
+            const __m128i ab0 = _mm_unpacklo_epi32(a, b), ab1 = _mm_unpackhi_epi32(a, b);
+            const __m128i cd0 = _mm_unpacklo_epi32(c, d), cd1 = _mm_unpackhi_epi32(c, d);
+            std::int8_t* o = out + static_cast<std::uint64_t>(4 * h) * plane;
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(o), _mm_unpacklo_epi64(ab0, cd0));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(o + plane), _mm_unpackhi_epi64(ab0, cd0));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 2 * plane),
+                             _mm_unpacklo_epi64(ab1, cd1));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 3 * plane),
+                             _mm_unpackhi_epi64(ab1, cd1));
+          }
+        }
+        word += 4;
+        from = word;
+      }
+      return word_by_word(from, end);
+    }
 #endif
-        word_by_word(first, end);
-      });
+    word_by_word(first, end);
+  };
+  // Only the words of the image rows that land in the planes, group by group, when that is not
+  // all of them (a split kernel's piece reads a band of rows; a global pool's 7x1 pieces one row
+  // of 7, whose whole image read cost more than the piece's multiplies).
+  const std::int64_t y_begin = std::max<std::int64_t>(0, -top);
+  const std::int64_t y_end = std::min<std::int64_t>(static_cast<std::int64_t>(height), rows - top);
+  if (y_begin >= y_end) return;  // no image row lands: the planes are all padding
+  const std::uint64_t per_group = pp / dk, groups = layout.bytes() / 32 / per_group;
+  const std::uint64_t w_begin = static_cast<std::uint64_t>(y_begin) * width / dk;
+  const std::uint64_t w_end = (static_cast<std::uint64_t>(y_end) * width + dk - 1) / dk;
+  if (w_end - w_begin == per_group)
+    return read_words(ctx.dram, addr, layout.bytes(), 32, "activation read", copy_words);
+  for (std::uint64_t g = 0; g < groups; ++g) {
+    const std::uint64_t base = g * per_group + w_begin;
+    read_words(ctx.dram, addr + base * 32, (w_end - w_begin) * 32, 32, "activation read",
+               [&](std::uint64_t first, std::uint64_t end, const std::uint8_t* data) {
+                 copy_words(base + first, base + end, data);
+               });
+  }
 }
 
 bool read_activation_words(const LayerContext& ctx, Field addr_field, std::uint64_t addr,

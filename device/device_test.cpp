@@ -267,7 +267,8 @@ TEST(Device, ActivationLayoutInPlaceAndStagedMatchTheFormula) {
           EXPECT_TRUE(std::all_of(unwritten.begin(), unwritten.end(),
                                   [](std::int8_t v) { return v == 0; }));
           // Straight into padded planes: rows below and above (top 1), a dropped first row
-          // (top -1, a row skip), left and right padding; every other byte 0, over old bytes.
+          // (top -1, a row skip), the middle row alone (a global pool's piece: only its words
+          // are read), left and right padding; every other byte 0, over old bytes.
           // 13 channels (the tensor above), and 16 (whole channel groups on every array: the
           // vector path of 9,8,8), written here by the 6.1 formula.
           const std::uint64_t width = 1001, height = 3, left = 2, plane_w = width + left + 3;
@@ -284,9 +285,11 @@ TEST(Device, ActivationLayoutInPlaceAndStagedMatchTheFormula) {
           for (const bool groups : {false, true}) {
             const ActivationLayout& l = groups ? whole : layout;
             const std::vector<std::int32_t>& v = groups ? whole_values : values;
-            for (const std::int64_t top : {1, 0, -1}) {
-              const std::uint64_t plane_h = static_cast<std::uint64_t>(
-                  static_cast<std::int64_t>(height) + top + (top > 0 ? 1 : 0));
+            for (const auto& [top, plane_h] :
+                 {std::pair<std::int64_t, std::uint64_t>{1, height + 2},
+                  {0, height},
+                  {-1, height - 1},
+                  {-1, 1}}) {
               std::vector<std::int8_t> planes(l.channels * plane_h * plane_w, -86);
               read_activation_planes(ctx, isa::Field::CONV_ImageStartAddress,
                                      groups ? whole_addr : addr, l, width, top, left, plane_h,
