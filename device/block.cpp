@@ -298,7 +298,8 @@ void read_activation_planes(const LayerContext& ctx, Field addr_field, std::uint
   const std::uint64_t pp = layout.padded_pixels();
   const auto w32 = static_cast<std::uint32_t>(width);
   const std::int64_t rows = static_cast<std::int64_t>(plane_h);
-  std::int8_t* const dst = planes + left;  // column 0 of the image in plane 0's row 0
+  std::int8_t* const dst = planes + left;   // column 0 of the image in plane 0's row 0
+  const std::uint64_t per_group = pp / dk;  // words per channel group
   // Copies words [first, end) (their bytes from data) into the planes.
   const auto copy_words = [&](std::uint64_t first, std::uint64_t end, const std::uint8_t* data) {
     const std::uint64_t base = first * 32;
@@ -338,7 +339,6 @@ void read_activation_planes(const LayerContext& ctx, Field addr_field, std::uint
     // transpose of 32-bit elements (each a channel's 4 pixels) into 16 bytes per channel,
     // where the 16 pixels lie in one image row; other words go one by one.
     if (cd == 8 && dk == 4 && layout.channels % 8 == 0) {
-      const std::uint64_t per_group = pp / 4;
       std::uint64_t from = first;
       for (std::uint64_t word = first; word + 4 <= end;) {
         const std::uint64_t pw = word % per_group, p0 = pw * 4;
@@ -382,7 +382,7 @@ void read_activation_planes(const LayerContext& ctx, Field addr_field, std::uint
   const std::int64_t y_begin = std::max<std::int64_t>(0, -top);
   const std::int64_t y_end = std::min<std::int64_t>(static_cast<std::int64_t>(height), rows - top);
   if (y_begin >= y_end) return;  // no image row lands: the planes are all padding
-  const std::uint64_t per_group = pp / dk, groups = layout.bytes() / 32 / per_group;
+  const std::uint64_t groups = layout.padded_channels() / cd;
   const std::uint64_t w_begin = static_cast<std::uint64_t>(y_begin) * width / dk;
   const std::uint64_t w_end = (static_cast<std::uint64_t>(y_end) * width + dk - 1) / dk;
   if (w_end - w_begin == per_group)
