@@ -140,51 +140,88 @@ __attribute__((target("avx2"))) void max_pool_words_avx2(const PoolShape& s, con
   const std::uint64_t pixels = s.ih * s.iw, out_pixels = s.oh * s.ow;
   const auto iw = static_cast<std::int64_t>(s.iw);
   const __m128i transpose = _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  // Pixel-major input (8 bytes a pixel) and one row of window-row maxima, each with room for
-  // the last word's 4 pixels.
-  thread_local std::vector<std::uint64_t> image, rows_max, result;
-  image.resize(pixels + 4);
-  rows_max.resize(s.iw + 4);
-  result.resize(out_pixels + 4);
-  // The last output word's pixels past the end: 0 (the buffer holds an earlier call's values).
-  std::fill(result.begin() + static_cast<std::ptrdiff_t>(out_pixels), result.end(), 0);
+  const __m256i lowest = _mm256_set1_epi8(-128);
+  // Pixel-major input (8 bytes a pixel), the output row's window-row maxima and the result, each
+  // with room for a last 4-pixel vector. The row holds pad_left columns of -128 before the image
+  // and -128 after it up to the last window of the last 4-output block: -128 never wins a max,
+  // and a window wholly in the padding gives -128, so every window can be taken whole (the
+  // clipped window of pool_window has the same maximum).
+  const std::uint64_t ow4 = (s.ow + 3) / 4 * 4;
+  const std::uint64_t row_len = std::max(s.pad_left + s.iw, (ow4 - 1) * s.stride_w + s.kw) + 8;
+  thread_local std::vector<std::uint64_t> image_buffer, row_buffer, result_buffer;
+  image_buffer.resize(pixels + 4);
+  row_buffer.resize(row_len);
+  result_buffer.resize(out_pixels + 4);
+  // Plain pointers: stores through a vector's data() would make the compiler reload it.
+  std::uint64_t* const image = image_buffer.data();
+  std::uint64_t* const row = row_buffer.data();
+  std::uint64_t* const result = result_buffer.data();
   for (std::uint64_t w = 0; w * 4 < pixels; ++w) {
     const __m128i lo =
         _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + w * 32)), transpose);
     const __m128i hi = _mm_shuffle_epi8(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + w * 32 + 16)), transpose);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(image.data() + w * 4), _mm_unpacklo_epi32(lo, hi));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(image.data() + w * 4 + 2),
-                     _mm_unpackhi_epi32(lo, hi));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(image + w * 4), _mm_unpacklo_epi32(lo, hi));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(image + w * 4 + 2), _mm_unpackhi_epi32(lo, hi));
   }
-  const __m256i lowest = _mm256_set1_epi8(-128);
+  std::fill(row, row + row_len, ~std::uint64_t{0} / 0xFF * 0x80);  // every byte -128
+  std::uint64_t* const image_row = row + s.pad_left;
   for (std::uint64_t oy = 0; oy < s.oh; ++oy) {
     const auto [y_begin, y_end] = pool_window(oy, s.stride_h, s.pad_top, s.kh, s.ih);
-    for (std::int64_t x = 0; x < iw; x += 4) {  // 4 pixels a vector; the row has room past iw
+    for (std::int64_t x = 0; x < iw; x += 4) {  // 4 pixels a vector
       __m256i m = lowest;
       for (std::int64_t y = y_begin; y < y_end; ++y)
         m = _mm256_max_epi8(
-            m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(image.data() + y * iw + x)));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows_max.data() + x), m);
+            m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(image + y * iw + x)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(image_row + x), m);
     }
-    for (std::uint64_t ox = 0; ox < s.ow; ++ox) {
-      const auto [x_begin, x_end] = pool_window(ox, s.stride_w, s.pad_left, s.kw, s.iw);
-      __m128i m = _mm256_castsi256_si128(lowest);
-      for (std::int64_t x = x_begin; x < x_end; ++x)
-        m = _mm_max_epi8(m, _mm_loadl_epi64(reinterpret_cast<const __m128i*>(rows_max.data() + x)));
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(result.data() + oy * s.ow + ox), m);
+    // The last vector's pixels past the row (the next row's, or the slack) back to -128.
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(image_row + iw), lowest);
+    std::uint64_t* const r = result + oy * s.ow;
+    if (s.stride_w == 1) {
+      for (std::uint64_t ox = 0; ox < s.ow; ox += 4) {  // 4 outputs a vector
+        const std::uint64_t* b = row + ox;
+        __m256i m = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+        for (std::uint64_t j = 1; j < s.kw; ++j)
+          m = _mm256_max_epi8(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + j)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(r + ox), m);
+      }
+    } else if (s.stride_w == 2) {
+      // 4 outputs from two vectors: the window maxima of pixels 2i + j in lanes 0 and 2 of each.
+      for (std::uint64_t ox = 0; ox < s.ow; ox += 4) {
+        const std::uint64_t* b = row + ox * 2;
+        __m256i m0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+        __m256i m1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 4));
+        for (std::uint64_t j = 1; j < s.kw; ++j) {
+          m0 = _mm256_max_epi8(m0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + j)));
+          m1 = _mm256_max_epi8(m1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 4 + j)));
+        }
+        // (m0[0], m1[0], m0[2], m1[2]) to (m0[0], m0[2], m1[0], m1[2]).
+        const __m256i m = _mm256_permute4x64_epi64(_mm256_unpacklo_epi64(m0, m1), 0xD8);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(r + ox), m);
+      }
+    } else {
+      for (std::uint64_t ox = 0; ox < s.ow; ++ox) {
+        const std::uint64_t* b = row + ox * s.stride_w;
+        __m128i m = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
+        for (std::uint64_t j = 1; j < s.kw; ++j)
+          m = _mm_max_epi8(m, _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + j)));
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(r + ox), m);
+      }
     }
   }
+  // The last output word's pixels past the end: 0 (the blocks above wrote past it).
+  std::fill(result + out_pixels, result + out_pixels + 4, 0);
   // Channels past `channels` and pixels past the last are padding: 0 in the words.
   alignas(16) std::uint8_t keep_bytes[16];
   for (int i = 0; i < 16; ++i)
     keep_bytes[i] = static_cast<std::uint64_t>(i % 8) < channels ? 0xFF : 0;
   const __m128i keep = _mm_load_si128(reinterpret_cast<const __m128i*>(keep_bytes));
   for (std::uint64_t w = 0; w * 4 < out_pixels; ++w) {
-    const __m128i a = _mm_and_si128(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(result.data() + w * 4)), keep);
-    const __m128i b = _mm_and_si128(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(result.data() + w * 4 + 2)), keep);
+    const __m128i a =
+        _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(result + w * 4)), keep);
+    const __m128i b =
+        _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(result + w * 4 + 2)), keep);
     // a = pixels 0, 1 and b = 2, 3, each channels 0-3 then 4-7: the 4-byte pieces of pixels
     // 0..3 for channels 0-3 (low) and 4-7 (high), then the byte transpose back.
     const __m128i t0 = _mm_unpacklo_epi32(a, b), t1 = _mm_unpackhi_epi32(a, b);

@@ -230,6 +230,41 @@ TEST(PoolBlock, MaxPoolOnEveryLevelEqualsThePlainPool) {
   }
 }
 
+// Max pool on the DRAM words (the AVX2 level; planar below it) on random windows, strides 1-4
+// (the 4-output blocks of strides 1 and 2, whose last block runs past the row, and the
+// per-output loop), pads up to the window (its -128 columns), ceil mode, widths that are not
+// multiples of 4, and all -128 / all 127 images.
+TEST(PoolBlock, MaxPoolOnRandomShapesEqualsThePlainPool) {
+  std::mt19937 rng(77);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  int checked = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    PoolCase p{0, pick(1, 5), pick(1, 5), pick(1, 3),      pick(1, 4), 0,
+               0, 0,          0,          pick(0, 1) == 1, 0,          0};
+    p.top = pick(0, p.k_h), p.bottom = pick(0, p.k_h);
+    p.left = pick(0, p.k_w), p.right = pick(0, p.k_w);
+    const int h = pick(1, 9), w = pick(1, 41);
+    const std::size_t c = static_cast<std::size_t>(pick(1, 19));
+    if (pool_output_size(h, p.k_h, p.s_h, p.top, p.bottom, p.ceil) == 0 ||
+        pool_output_size(w, p.k_w, p.s_w, p.left, p.right, p.ceil) == 0)
+      continue;
+    std::vector<std::int8_t> x = random_int8(c * static_cast<std::size_t>(h * w), 500u + trial);
+    if (trial % 10 == 1) std::fill(x.begin(), x.end(), std::int8_t{-128});
+    if (trial % 10 == 2) std::fill(x.begin(), x.end(), std::int8_t{127});
+    int oh = 0, ow = 0;
+    const std::vector<std::int8_t> want = ref_pool(p, x, c, h, w, oh, ow);
+    for (const Isa isa : isa_paths()) {
+      const cpu::ScopedIsa scoped(isa);
+      EXPECT_EQ(device_pool(isa::kArch9x8x8, p, x, c, h, w, oh, ow, nullptr, 0x55), want)
+          << cpu::name(isa) << ": trial " << trial << ", " << c << "x" << h << "x" << w
+          << " window " << p.k_h << "x" << p.k_w << " stride " << p.s_h << "x" << p.s_w << " pads "
+          << p.top << " " << p.left << " " << p.bottom << " " << p.right;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 150);
+}
+
 // pool_plane on every path the CPU has against ref_pool, on random windows, strides and pads
 // (pads as large as the window: windows wholly in the padding give -128), ceil mode, planes wide
 // enough for the 32-column AVX2 blocks and their remainders, and all -128 / all 127 planes.
