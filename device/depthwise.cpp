@@ -22,17 +22,23 @@ void depthwise(const DepthwiseLanes& c, std::int32_t* acc, Isa isa, DepthwiseFor
         "depthwise: the planar form takes strides 1 and 2 with kh * kw <= 16, not a {}x{} "
         "kernel with stride {} on a {}x{} plane",
         c.kh, c.kw, c.stride, c.padded_h, c.padded_w);
-  if (form == DepthwiseForm::kAuto && c.oh() * c.ow() <= kFewOutputs)
-    return depthwise_lanes(c, acc, Isa::kScalar);
-  const bool planar = avx2 && form != DepthwiseForm::kLanes && depthwise_planar_fits(c);
-  if (!planar) return depthwise_lanes(c, acc, level);
+  if (!avx2) return depthwise_lanes(c, acc, level);
+  if (form == DepthwiseForm::kAuto)
+    form = c.oh() * c.ow() <= kFewOutputs ? DepthwiseForm::kWindows
+           : depthwise_planar_fits(c)     ? DepthwiseForm::kPlanar
+                                          : DepthwiseForm::kLanes;
+  if (form == DepthwiseForm::kLanes) return depthwise_lanes(c, acc, level);
   // Channels are independent (own plane, own acc rows). A work unit is at least 8 channels and
   // about 32 K MACs (the call's fixed cost, a few hundred cycles, is then small next to a 7x7
   // plane's 441 MACs per channel); the grouping changes which thread sums a channel, not how.
   const std::uint64_t macs = c.oh() * c.ow() * c.kh * c.kw;
   const std::uint64_t group = std::max<std::uint64_t>(8, (32768 + macs - 1) / macs);
   parallel_for((c.channels + group - 1) / group, [&](std::uint64_t g) {
-    detail::depthwise_planar_avx2(c, g * group, std::min(c.channels, (g + 1) * group), acc);
+    const std::uint64_t begin = g * group, end = std::min(c.channels, (g + 1) * group);
+    if (form == DepthwiseForm::kWindows)
+      detail::depthwise_windows_avx2(c, begin, end, acc);
+    else
+      detail::depthwise_planar_avx2(c, begin, end, acc);
   });
 }
 

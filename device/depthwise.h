@@ -13,29 +13,33 @@
 //   is word x + j/2: there the int8 plane is read directly, each load of 16 bytes widened to the
 //   8 words (a buffer only for the layer's last plane, whose loads could run past its end).
 // - lanes (conv_kernels::depthwise_lanes): 8 channels in the lanes; strides 3 and 4.
-// The scalar level is depthwise_lanes' plain loop, which kAuto also takes for at most
-// kFewOutputs outputs per channel (a global pool's 7x1 pieces have one): there both forms'
-// per-channel setup outweighs the few multiplies.
+// - windows (AVX2, any stride): per output pixel, each kernel row's taps in one int16 multiply.
+//   kAuto takes it for at most kFewOutputs outputs per channel (a global pool's 7x1 pieces have
+//   one), where the other forms' per-channel setup outweighs the few multiplies.
+// The scalar level is depthwise_lanes' plain loop for every form.
 #pragma once
 
 #include "device/conv_kernels.h"
 
 namespace npukit::device::conv_kernels {
 
-enum class DepthwiseForm { kAuto, kPlanar, kLanes };
+enum class DepthwiseForm { kAuto, kPlanar, kLanes, kWindows };
 inline constexpr std::uint64_t kFewOutputs = 4;
 
 // Whether the planar form takes this shape (strides 1 and 2, kh * kw <= 16).
 bool depthwise_planar_fits(const DepthwiseLanes& conv);
 
 // acc[k * oh*ow + p] = the sum over taps of taps[k][t] * input (overwritten; exact in int32).
-// form kPlanar on a shape it does not fit throws; kAuto picks the plain loop for at most
-// kFewOutputs outputs, else planar where it fits at AVX2 and above, else lanes (the scalar level
-// is the same plain loop for both).
+// form kPlanar on a shape it does not fit throws; kAuto picks windows for at most kFewOutputs
+// outputs, else planar where it fits, else lanes (at AVX2 and above; the scalar level is the
+// same plain loop for every form).
 void depthwise(const DepthwiseLanes& conv, std::int32_t* acc, Isa isa = Isa::kAuto,
                DepthwiseForm form = DepthwiseForm::kAuto);
 
 namespace detail {
+// The windows form for the channels [k_begin, k_end).
+void depthwise_windows_avx2(const DepthwiseLanes& conv, std::uint64_t k_begin, std::uint64_t k_end,
+                            std::int32_t* acc);
 // The planar form for the channels [k_begin, k_end).
 void depthwise_planar_avx2(const DepthwiseLanes& conv, std::uint64_t k_begin, std::uint64_t k_end,
                            std::int32_t* acc);

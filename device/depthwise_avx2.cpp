@@ -245,9 +245,62 @@ __attribute__((target("avx2"))) void depthwise_planar_avx2(const DepthwiseLanes&
   }
 }
 
+// 16 int8 values at p widened to int16; through a zeroed buffer when fewer than 16 bytes are
+// left before end.
+__attribute__((target("avx2"), always_inline)) inline __m256i widen16(const std::int8_t* p,
+                                                                      const std::int8_t* end) {
+  if (end - p >= 16)
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  alignas(16) std::int8_t b[16] = {};
+  std::memcpy(b, p, static_cast<std::size_t>(end - p));
+  return _mm256_cvtepi8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(b)));
+}
+
+// The windows form: per output pixel, each kernel row's kw <= 16 inputs and taps widened to
+// int16 side by side, one _mm256_madd_epi16 for the row (taps past kw masked to 0, so whatever
+// the 16-byte load picked up past the row adds nothing), the rows' int32 lanes added, then the
+// 8 lanes summed. A load that would run past the last plane (or the last channel's taps) goes
+// through a zeroed buffer.
+__attribute__((target("avx2"))) void depthwise_windows_avx2(const DepthwiseLanes& c,
+                                                            std::uint64_t k_begin,
+                                                            std::uint64_t k_end,
+                                                            std::int32_t* acc) {
+  if (c.kh * c.kw > 16 || c.padded_h < c.kh || c.padded_w < c.kw || c.stride < 1)
+    fail("depthwise: the windows form got a {}x{} kernel with stride {} on a {}x{} plane", c.kh,
+         c.kw, c.stride, c.padded_h, c.padded_w);
+  const std::uint64_t H = c.padded_h, W = c.padded_w, s = c.stride, taps = c.kh * c.kw;
+  const std::uint64_t oh = c.oh(), ow = c.ow(), P = oh * ow;
+  const std::int8_t* const planes_end = c.planes + c.channels * H * W;
+  const std::int8_t* const taps_end = c.taps + c.channels * taps;
+  const __m256i keep =
+      _mm256_cmpgt_epi16(_mm256_set1_epi16(static_cast<std::int16_t>(c.kw)),
+                         _mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  __m256i w[16];
+  for (std::uint64_t k = k_begin; k < k_end; ++k) {
+    const std::int8_t* plane = c.planes + k * H * W;
+    for (std::uint64_t i = 0; i < c.kh; ++i)
+      w[i] = _mm256_and_si256(widen16(c.taps + k * taps + i * c.kw, taps_end), keep);
+    for (std::uint64_t y = 0; y < oh; ++y)
+      for (std::uint64_t x = 0; x < ow; ++x) {
+        const std::int8_t* window = plane + y * s * W + x * s;
+        __m256i sum = _mm256_setzero_si256();
+        for (std::uint64_t i = 0; i < c.kh; ++i)
+          sum = _mm256_add_epi32(sum, _mm256_madd_epi16(widen16(window + i * W, planes_end), w[i]));
+        __m128i t = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
+        acc[k * P + y * ow + x] = _mm_cvtsi128_si32(t);
+      }
+  }
+}
+
 #else
 
 void depthwise_planar_avx2(const DepthwiseLanes&, std::uint64_t, std::uint64_t, std::int32_t*) {
+  fail("depthwise: AVX2 on a CPU that is not x86");
+}
+
+void depthwise_windows_avx2(const DepthwiseLanes&, std::uint64_t, std::uint64_t, std::int32_t*) {
   fail("depthwise: AVX2 on a CPU that is not x86");
 }
 

@@ -1,4 +1,4 @@
-// device/depthwise.h: both forms at every level this CPU has (and the scalar level) against a
+// device/depthwise.h: every form at every level this CPU has (and the scalar level) against a
 // plain nested loop written here over the int8 planes, on random shapes (odd widths, 1..40
 // channels, strides 1..4, kernels 1x1..4x4 plus 1x16, 16x1, 5x3, 3x5), the extreme values that
 // give the largest sums, mobilenet/efficientnet layer shapes, and every thread count. The
@@ -78,8 +78,8 @@ void check_every_path(const Layer& l, const std::string& what) {
   const std::vector<std::int64_t> expected64 = plain(l);
   const std::vector<std::int32_t> expected(expected64.begin(), expected64.end());
   for (Isa isa : levels())
-    for (auto form :
-         {ck::DepthwiseForm::kAuto, ck::DepthwiseForm::kPlanar, ck::DepthwiseForm::kLanes}) {
+    for (auto form : {ck::DepthwiseForm::kAuto, ck::DepthwiseForm::kPlanar,
+                      ck::DepthwiseForm::kLanes, ck::DepthwiseForm::kWindows}) {
       if (form == ck::DepthwiseForm::kPlanar && !ck::depthwise_planar_fits(l.conv())) continue;
       std::vector<std::int32_t> acc(expected.size(), 12345);  // every value is overwritten
       ck::depthwise(l.conv(), acc.data(), isa, form);
@@ -125,6 +125,23 @@ TEST(Depthwise, NetworkShapesAtExtremesAndRandomValuesEqualThePlainLoop) {
     for (int values = 0; values < 3; ++values)
       check_every_path(make(rng, sh.channels, sh.hw + 2, sh.hw + 2, 3, 3, sh.stride, values),
                        "network shape, values " + std::to_string(values));
+}
+
+// At most kFewOutputs outputs per channel, where kAuto takes the windows form: a global pool's
+// pieces (one kernel row of a 7x7 plane into one pixel, 2048 channels as in resnet50), a 7x7
+// window, 2x2 outputs of a 3x3 kernel, a 1x16 row, at the extreme values too.
+TEST(Depthwise, FewOutputsEqualThePlainLoop) {
+  std::mt19937 rng(31);
+  struct Shape {
+    std::uint64_t channels, ph, pw, kh, kw, stride;
+  };
+  for (const Shape& sh :
+       {Shape{2048, 1, 7, 1, 7, 1}, Shape{13, 7, 1, 7, 1, 1}, Shape{9, 4, 4, 3, 3, 1},
+        Shape{5, 5, 5, 3, 3, 2}, Shape{3, 1, 16, 1, 16, 1}, Shape{6, 2, 5, 2, 4, 1},
+        Shape{1, 4, 4, 4, 4, 4}})
+    for (int values = 0; values < 3; ++values)
+      check_every_path(make(rng, sh.channels, sh.ph, sh.pw, sh.kh, sh.kw, sh.stride, values),
+                       "few outputs, values " + std::to_string(values));
 }
 
 // Channels are spread over the thread pool: the same integers for every count.
