@@ -79,6 +79,14 @@ void scatter_phases(const DenseConv& c, const Phases& ph, std::uint32_t* dst, Wo
     }
 }
 
+// Sizes a reused packing buffer for `written` words that the packing writes, then `slack` zero
+// words (tiles read past the last plane): it only ever grows, since std::vector zeroes whatever
+// a resize adds, and the layers of a network alternate between small and large inputs.
+void grow_words(std::vector<std::uint32_t>& x, std::uint64_t written, std::uint64_t slack) {
+  if (x.size() < written + slack) x.resize(written + slack);
+  std::fill_n(x.begin() + static_cast<std::ptrdiff_t>(written), slack, 0u);
+}
+
 // Channel ch's padded plane, or null for a padding channel (-1).
 const std::int8_t* plane_of(const DenseConv& c, std::int64_t ch) {
   if (ch < 0) return nullptr;
@@ -223,8 +231,7 @@ void pack(const DenseConv& c, Packed& p, std::uint64_t tile_k, PairRow from_word
   // last pair's reads end before pairs * plane_words + q_padded.
   if (from_words) {  // every word of the phases written
     if (!words_in_place(c)) fail("pack: internal error: the words do not hold the channels");
-    p.x.resize(p.pairs * p.plane_words + p.q_padded);
-    std::fill(p.x.begin() + static_cast<std::ptrdiff_t>(p.pairs * p.plane_words), p.x.end(), 0u);
+    grow_words(p.x, p.pairs * p.plane_words, p.q_padded);
     for (std::uint64_t pr = 0; pr < p.pairs; ++pr) {
       std::uint64_t c0 = 0;
       unsigned lanes = 0;
@@ -447,8 +454,7 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
   const bool fused = bias == 0 && (from_words || (interleave && c.stride == 1));
   // Every byte x = 0 (the value of padding and of the zero channels): 0x80808080 with bias 128.
   if (fused) {
-    p.x.resize(p.quads * p.plane_words + p.q_padded);
-    std::fill(p.x.begin() + static_cast<std::ptrdiff_t>(p.quads * p.plane_words), p.x.end(), 0u);
+    grow_words(p.x, p.quads * p.plane_words, p.q_padded);
   } else {
     p.x.assign(p.quads * p.plane_words + p.q_padded, bias * 0x01010101u);
   }

@@ -141,6 +141,20 @@ bool dense_conv_rows(const DenseConv& conv, std::int32_t* snapshot, const RowSin
 // Whether dense_conv_rows runs at this level (without running anything).
 bool has_dense_conv_rows(Isa isa = Isa::kAuto);
 
+// The snapshot (dense_conv's planar [j * pixels + p], `count` planes) as the DRAM partial-sum
+// region's rows (gati.md 14.11): out[4 * (p * lanes + j)] = planes[j * pixels + p] big-endian,
+// 0 for lanes j >= count (count <= lanes). AVX2 transposes 8 pixels at a time when lanes is 8.
+void planes_to_be32_rows(const std::int32_t* planes, std::uint64_t count, std::uint64_t pixels,
+                         std::uint64_t lanes, std::uint8_t* out, Isa isa = Isa::kAuto);
+namespace detail {
+// Pixels [first, pixels) of planes_to_be32_rows.
+void planes_to_be32_rows_scalar(const std::int32_t* planes, std::uint64_t count,
+                                std::uint64_t pixels, std::uint64_t lanes, std::uint8_t* out,
+                                std::uint64_t first = 0);
+void planes_to_be32_rows_avx2(const std::int32_t* planes, std::uint64_t count, std::uint64_t pixels,
+                              std::uint8_t* out);  // lanes 8
+}  // namespace detail
+
 // One output channel's connection to one input plane (the depthwise modes): acc[p] += sum over
 // taps of taps[t] * input, for every output pixel p of the plane (oh * ow, row-major). Planes
 // are given as int16 phase planes built once per layer by pack_planes.
@@ -229,7 +243,7 @@ struct Packed {
   std::uint64_t q_padded = 0;             // q_count rounded up to whole tiles
   std::uint64_t kn_padded = 0;            // output channels rounded up to whole tiles
   std::vector<std::int64_t> tap_offset;   // per tap, in words
-  std::vector<std::uint32_t> x;           // pairs * plane_words + q_padded words
+  std::vector<std::uint32_t> x;           // pairs * plane_words + q_padded words (as PackedQuads')
   std::vector<std::uint32_t> w;           // [kn_padded / kTileK][pairs][taps][kTileK] weight pairs
   const std::uint32_t* w_data = nullptr;  // w.data(), or the DenseConv::packs copy
   // live_steps of w and w with those steps only (w_data when every step is live): its own, or
@@ -287,7 +301,10 @@ struct PackedQuads {
   std::uint64_t quads = 0, split_quads = 0, taps = 0;
   std::uint64_t wq = 0, plane_words = 0, q_count = 0, q_padded = 0, kn_padded = 0;
   std::vector<std::int64_t> tap_offset;
-  std::vector<std::uint32_t> x;  // quads * plane_words + q_padded words
+  // quads * plane_words + q_padded words; where the packing writes every word (fused: from the
+  // image's words, or interleaved at stride 1) a reused buffer keeps its largest size
+  // (grow_words), and the words past those are left over from earlier layers.
+  std::vector<std::uint32_t> x;
   std::vector<std::uint32_t> w;  // [kn_padded / kTileK4][quads][taps][kTileK4]
   std::vector<std::uint32_t> offset_first, offset_all;  // per output channel
   // w, offset_first and offset_all's data, or those of the DenseConv::packs copy.
