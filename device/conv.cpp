@@ -545,8 +545,9 @@ const MappedWeights& mapped_weights(const LayerContext& ctx, const ConvGeometry&
 // Runs a regular, ChannelDuplicate or pointwise conv as one dense int8 convolution over every
 // channel with a non-zero weight (device/conv_kernels.h: each accumulator is summed in registers
 // over all channels and taps). The products are those of the per-connection loop, so the int32
-// sums are equal (no order can overflow, see the top of this file). `partial` ([p * lanes + j],
-// or null) receives the sum over channel groups 0..citr-2 of output channel last_kern_first + j.
+// sums are equal (no order can overflow, see the top of this file). With `snapshot_out`, it is
+// pointed at the sums over channel groups 0..citr-2 of output channels last_kern_first + j,
+// planar ([j * oh*ow + p], per-thread storage valid until the next conv on this thread).
 // The input: the image's DRAM words when `words` is given and the kernels pack from them alone
 // (conv_kernels::reads_words), else the planes read_planes() returns. With a `writer`, the sums
 // go straight to it, tail and write-back included, when the kernels' level has that form
@@ -554,9 +555,8 @@ const MappedWeights& mapped_weights(const LayerContext& ctx, const ConvGeometry&
 template <typename ReadPlanes>
 bool conv_dense(const ConvGeometry& g, const Mapping& map, const MappedWeights& weights,
                 const conv_kernels::ImageWords* words, ReadPlanes&& read_planes,
-                std::uint64_t plane_count, std::int32_t* acc, std::int32_t* partial,
-                std::uint64_t lanes, std::uint64_t last_kern_first,
-                const TailPipeline::RowWriter* writer) {
+                std::uint64_t plane_count, std::int32_t* acc, const std::int32_t** snapshot_out,
+                std::uint64_t last_kern_first, const TailPipeline::RowWriter* writer) {
   // Summation order: the groups before the last (the snapshot), then the last, each padded with
   // a zero channel to an even length for the kernel's channel pairs.
   const std::int64_t last_group = static_cast<std::int64_t>(map.citr) - 1;
@@ -581,10 +581,12 @@ bool conv_dense(const ConvGeometry& g, const Mapping& map, const MappedWeights& 
   if (!conv_kernels::reads_words(dc)) dc.planes = read_planes();
   dc.weights = weights.w.data();
   dc.packs = &weights.packs;
-  dc.snapshot_from = partial ? last_kern_first : g.kn;
+  dc.snapshot_from = snapshot_out ? last_kern_first : g.kn;
   const std::uint64_t pixels = g.oh * g.ow;
   std::int32_t* snapshot =
-      partial ? reused_room<std::int32_t, SnapshotTag>((g.kn - last_kern_first) * pixels) : nullptr;
+      snapshot_out ? reused_room<std::int32_t, SnapshotTag>((g.kn - last_kern_first) * pixels)
+                   : nullptr;
+  if (snapshot_out) *snapshot_out = snapshot;
   const conv_kernels::RowSink sink{
       [](const void* w, const std::int32_t* y, std::uint64_t stride, std::uint64_t p0,
          std::uint64_t n, std::uint64_t k0, std::uint64_t k_count) {
@@ -593,9 +595,6 @@ bool conv_dense(const ConvGeometry& g, const Mapping& map, const MappedWeights& 
       writer};
   const bool written = writer && conv_kernels::dense_conv_rows(dc, snapshot, sink);
   if (!written) conv_kernels::dense_conv(dc, acc, snapshot);
-  if (partial)
-    for (std::uint64_t j = 0; j < g.kn - last_kern_first; ++j)
-      for (std::uint64_t p = 0; p < pixels; ++p) partial[p * lanes + j] = snapshot[j * pixels + p];
   return written;
 }
 
@@ -742,8 +741,11 @@ BlockTiming run_conv(LayerContext& ctx) {
   // the last kernel iteration's sum over channel groups 0..citr-2, lane j at 4*(p*lanes + j).
   const bool dram_partials = !out.on_chip_acc && out.acc_en;
   const std::uint64_t lanes = map.kern_dim;
+  // The per-connection path sums them here ([p * lanes + j]); the dense one leaves them planar
+  // in its snapshot (conv_dense).
   std::vector<std::int32_t>& partial = reused<std::int32_t, PartialTag>();
-  partial.assign(dram_partials ? lanes * out_pixels : 0, 0);
+  partial.assign(dram_partials && !dense ? lanes * out_pixels : 0, 0);
+  const std::int32_t* dense_snapshot = nullptr;
   const std::uint64_t last_kern_first = (map.kitr - 1) * map.kern_dim;
   const std::uint64_t partial_region = std::uint64_t{out.image_dim_acc} * lanes * 4;
   if (dram_partials)
@@ -780,7 +782,7 @@ BlockTiming run_conv(LayerContext& ctx) {
   bool written = false;
   if (dense)
     written = conv_dense(g, map, weights, have_words ? &words : nullptr, read_planes,
-                         in_channels_padded, acc, dram_partials ? partial.data() : nullptr, lanes,
+                         in_channels_padded, acc, dram_partials ? &dense_snapshot : nullptr,
                          last_kern_first, writer.ready() ? &writer : nullptr);
   thread_local conv_kernels::PlaneSet reused_planes;  // reused, like the buffers above
   conv_kernels::PlaneSet& plane_set = reused_planes;  // what the parallel_for workers read
@@ -830,8 +832,13 @@ BlockTiming run_conv(LayerContext& ctx) {
     const std::uint64_t region = partial_region;  // range checked above
     std::uint8_t* bytes = reused_room<std::uint8_t, RawTag>(region);
     const std::uint64_t sums = out_pixels * lanes;  // then zeros up to ImageDimAcc pixels
-    for (std::uint64_t i = 0; i < sums; ++i)
-      store_be32(bytes + i * 4, static_cast<std::uint32_t>(partial[i]));
+    if (dense) {
+      conv_kernels::planes_to_be32_rows(dense_snapshot, g.kn - last_kern_first, out_pixels, lanes,
+                                        bytes);
+    } else {
+      for (std::uint64_t i = 0; i < sums; ++i)
+        store_be32(bytes + i * 4, static_cast<std::uint32_t>(partial[i]));
+    }
     std::fill(bytes + sums * 4, bytes + region, std::uint8_t{0});
     ctx.dram.write(out.accumulant_addr, ByteSpan(bytes, region), "partial-sum write");
     // Each channel iteration but the last writes the region; each but the first reads it back.

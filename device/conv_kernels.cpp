@@ -9,6 +9,7 @@
 // are thrown away sum the same number of int8 products, so they stay within the bound too.
 #include "device/conv_kernels.h"
 
+#include "common/bytes.h"
 #include "common/error.h"
 #include "common/parallel.h"
 
@@ -902,6 +903,15 @@ void pack_planes(const std::int8_t* planes, std::uint64_t plane_count, std::uint
   }
 }
 
+void planes_to_be32_rows(const std::int32_t* planes, std::uint64_t count, std::uint64_t pixels,
+                         std::uint64_t lanes, std::uint8_t* out, Isa isa) {
+  if (count > lanes) fail("planes_to_be32_rows: {} planes for {} lanes", count, lanes);
+  if (lanes == 8 && cpu::path_allowed(cpu::resolve(isa, "planes_to_be32_rows"), Isa::kAvx2))
+    detail::planes_to_be32_rows_avx2(planes, count, pixels, out);
+  else
+    detail::planes_to_be32_rows_scalar(planes, count, pixels, lanes, out);
+}
+
 void connection_conv(const PlaneSet& set, std::uint64_t plane, const std::int8_t* taps,
                      std::int32_t* acc, Isa isa) {
   if ((plane + 1) * set.plane_words + 32 > set.x.size())
@@ -943,6 +953,15 @@ void depthwise_lanes_scalar(const DepthwiseLanes& c, std::uint64_t k0, std::int3
         acc[k * oh * ow + y * ow + x] = sum;
       }
   }
+}
+
+void planes_to_be32_rows_scalar(const std::int32_t* planes, std::uint64_t count,
+                                std::uint64_t pixels, std::uint64_t lanes, std::uint8_t* out,
+                                std::uint64_t first) {
+  for (std::uint64_t p = first; p < pixels; ++p)
+    for (std::uint64_t j = 0; j < lanes; ++j)
+      store_be32(out + (p * lanes + j) * 4,
+                 j < count ? static_cast<std::uint32_t>(planes[j * pixels + p]) : 0u);
 }
 
 void connection_scalar(const PlaneSet& set, std::uint64_t plane, const std::int8_t* taps,

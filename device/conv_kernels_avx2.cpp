@@ -441,6 +441,29 @@ __attribute__((target("avx2"))) void lanes_out_avx2(const std::int32_t* y, std::
   }
 }
 
+// 8 pixels at a time: a vector from each plane (zeros past `count`), transposed to one vector per
+// pixel, bytes reversed per lane; the last pixels one by one.
+__attribute__((target("avx2"))) void planes_to_be32_rows_avx2(const std::int32_t* planes,
+                                                              std::uint64_t count,
+                                                              std::uint64_t pixels,
+                                                              std::uint8_t* out) {
+  const __m256i bswap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, 3, 2,
+                                         1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
+  std::uint64_t p = 0;
+  for (; p + 8 <= pixels; p += 8) {
+    __m256i r[8];
+    for (std::uint64_t j = 0; j < 8; ++j)
+      r[j] = j < count
+                 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(planes + j * pixels + p))
+                 : _mm256_setzero_si256();
+    transpose8(r);
+    for (std::uint64_t i = 0; i < 8; ++i)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (p + i) * 32),
+                          _mm256_shuffle_epi8(r[i], bswap));
+  }
+  planes_to_be32_rows_scalar(planes, count, pixels, 8, out, p);
+}
+
 // Channels [k0, k0 + 8) in the 8 int32 lanes. Packed input: word (y * W + x) * 8 + j holds
 // plane k0 + j's values at (y, x) and (y, x + 1) as an int16 pair (0 past the row's end), so one
 // load gives 8 channels' horizontally adjacent tap pair and one _mm256_madd_epi16 with the
@@ -577,6 +600,10 @@ bool quad_row_avx2(const ImageWords&, std::uint64_t, unsigned, std::uint64_t, st
 void pair_row_avx2(const ImageWords&, std::uint64_t, unsigned, std::uint64_t, std::uint64_t,
                    std::uint64_t, std::uint32_t*) {
   fail("dense_conv: AVX2 on a CPU that is not x86");
+}
+
+void planes_to_be32_rows_avx2(const std::int32_t*, std::uint64_t, std::uint64_t, std::uint8_t*) {
+  fail("planes_to_be32_rows: AVX2 on a CPU that is not x86");
 }
 
 void lanes_out_avx2(const std::int32_t*, std::uint64_t, std::uint64_t, std::int32_t*,

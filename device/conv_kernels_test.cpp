@@ -647,6 +647,37 @@ TEST(ConvKernels, ConnectionConvEqualsThePlainLoop) {
   }
 }
 
+// The snapshot to the DRAM partial-sum rows: every path against bytes built here one by one
+// (big-endian, lane j of pixel p at 4 * (p * lanes + j), 0 past the planes), for 8 lanes with
+// 0..8 planes and pixel counts around the 8-pixel blocks, and 4 and 1 lanes.
+TEST(ConvKernels, PlanesToBe32RowsEqualsTheBytesOneByOne) {
+  std::vector<Isa> paths = {Isa::kScalar};
+  for (Isa isa : simd_levels()) paths.push_back(isa);
+  std::mt19937 rng(5);
+  for (const std::uint64_t lanes : {8u, 4u, 1u})
+    for (std::uint64_t count = 0; count <= lanes; ++count)
+      for (const std::uint64_t pixels : {0u, 1u, 7u, 8u, 9u, 23u, 3136u}) {
+        std::vector<std::int32_t> planes(count * pixels);
+        for (auto& v : planes) v = static_cast<std::int32_t>(rng());
+        std::vector<std::uint8_t> expected(pixels * lanes * 4, 0);
+        for (std::uint64_t p = 0; p < pixels; ++p)
+          for (std::uint64_t j = 0; j < count; ++j) {
+            const auto v = static_cast<std::uint32_t>(planes[j * pixels + p]);
+            for (int b = 0; b < 4; ++b)
+              expected[(p * lanes + j) * 4 + static_cast<std::uint64_t>(b)] =
+                  static_cast<std::uint8_t>(v >> (24 - 8 * b));
+          }
+        for (Isa isa : paths) {
+          std::vector<std::uint8_t> got(pixels * lanes * 4, 0xA5);
+          ck::planes_to_be32_rows(planes.data(), count, pixels, lanes, got.data(), isa);
+          EXPECT_EQ(got, expected) << cpu::name(isa) << ": " << count << " of " << lanes
+                                   << " lanes, " << pixels << " pixels";
+        }
+      }
+  std::vector<std::uint8_t> out(64);
+  EXPECT_THROW(ck::planes_to_be32_rows(nullptr, 5, 0, 4, out.data()), Error);
+}
+
 // The channels-in-lanes depthwise kernel: every path against connection_conv's packed per-plane
 // sums (a second implementation) on random shapes, strides 1..4, kernels up to 16 taps, channel
 // counts that leave a partial group of 8, rows of 1..40 (the packing's 16-column chunks and the
