@@ -742,7 +742,12 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
     const std::uint64_t n = std::min(kGemmPixels, pixels - p0);
     const std::uint64_t blocks = std::min(kGemmK, kn_padded - k0) / kGemmBlock;
     std::uint64_t q[kGemmPixels];
-    for (std::uint64_t i = 0; i < n; ++i) q[i] = (p0 + i) / ow * wq + (p0 + i) % ow;
+    // Pixel p0 + i at (row, column) of the output is word row * wq + column (one division per
+    // unit, not per pixel).
+    for (std::uint64_t i = 0, row = p0 / ow, column = p0 % ow; i < n; ++i) {
+      q[i] = row * wq + column;
+      if (++column == ow) column = 0, ++row;
+    }
     std::vector<std::int32_t>& y = thread_buffer<std::int32_t, TileTag>();
     y.resize(kGemmPixels * kGemmK + 8);  // lanes_out_avx2 reads up to 7 lanes past the last row
     const std::uint64_t k_end = std::min(c.kn, k0 + blocks * kGemmBlock);
