@@ -169,4 +169,35 @@ BENCHMARK(BM_Depthwise)
     ->ArgsProduct({{576}, {14}, {2}, {1, 2}, {2}})
     ->Unit(benchmark::kMillisecond);
 
+// A global average pool's pieces as compiled for resnet (one kernel row of the 7x7 plane, 1x7
+// into one pixel per channel): the few-outputs case. form 1 = depthwise_lanes, 3 = the windows
+// form (what depthwise() takes at AVX2 for at most kFewOutputs outputs); level 1 runs the plain
+// loop. Args: channels, form, level.
+void BM_DepthwiseFewOutputs(benchmark::State& state) {
+  const auto level = static_cast<npukit::Isa>(state.range(2));
+  if (!npukit::cpu::supports(level)) {
+    state.SkipWithError("this CPU lacks the level");
+    return;
+  }
+  const std::uint64_t c = static_cast<std::uint64_t>(state.range(0));
+  const auto form = state.range(1) == 3 ? DepthwiseForm::kWindows : DepthwiseForm::kLanes;
+  std::mt19937 rng(1);
+  std::vector<std::int8_t> planes(c * 7), taps(c * 7);
+  for (auto& v : planes) v = static_cast<std::int8_t>(rng() % 256 - 128);
+  for (auto& v : taps) v = static_cast<std::int8_t>(rng() % 256 - 128);
+  std::vector<std::int32_t> acc(c);
+  const DepthwiseLanes conv{planes.data(), c, 1, 7, 1, 7, 1, taps.data()};
+  for (auto _ : state) {
+    depthwise(conv, acc.data(), level, form);
+    benchmark::DoNotOptimize(acc.data());
+  }
+  state.counters["MAC/s"] =
+      benchmark::Counter(static_cast<double>(c * 7), benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(npukit::cpu::name(level)));
+}
+BENCHMARK(BM_DepthwiseFewOutputs)
+    ->ArgNames({"c", "form", "isa"})
+    ->ArgsProduct({{512, 2048}, {1, 3}, {1, 2}})
+    ->Unit(benchmark::kMicrosecond);
+
 }  // namespace
