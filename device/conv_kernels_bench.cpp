@@ -24,6 +24,13 @@ namespace {
 
 using namespace npukit::device::conv_kernels;
 
+// Marks the run skipped when this CPU lacks the level (the benchmark runs on any machine).
+bool skipped_without(npukit::Isa level, benchmark::State& state) {
+  if (npukit::cpu::supports(level)) return false;
+  state.SkipWithError("this CPU lacks the level");
+  return true;
+}
+
 // Args: input channels, output channels, kernel size (square), input size (square, before
 // padding: a k x k kernel gets (k - 1) / 2 on each side, as resnet's), stride, input kind (0
 // signed, 1 relu), level (1 scalar, 2 avx2, 3 avxvnni, 4 avx512vnni), kept (1: the weights are
@@ -35,10 +42,7 @@ using namespace npukit::device::conv_kernels;
 // scaled to a largest magnitude of 127).
 void BM_DenseConv(benchmark::State& state) {
   const auto level = static_cast<npukit::Isa>(state.range(6));
-  if (!npukit::cpu::supports(level)) {
-    state.SkipWithError("this CPU lacks the level");
-    return;
-  }
+  if (skipped_without(level, state)) return;
   const std::uint64_t cin = static_cast<std::uint64_t>(state.range(0));
   const std::uint64_t cout = static_cast<std::uint64_t>(state.range(1));
   const std::uint64_t k = static_cast<std::uint64_t>(state.range(2));
@@ -126,10 +130,7 @@ BENCHMARK(BM_DenseConv)
 // before padding), stride, form, level (1 scalar, 2 avx2).
 void BM_Depthwise(benchmark::State& state) {
   const auto level = static_cast<npukit::Isa>(state.range(4));
-  if (!npukit::cpu::supports(level)) {
-    state.SkipWithError("this CPU lacks the level");
-    return;
-  }
+  if (skipped_without(level, state)) return;
   const std::uint64_t c = static_cast<std::uint64_t>(state.range(0));
   const std::uint64_t hw = static_cast<std::uint64_t>(state.range(1)) + 2;  // padded by 1
   const std::uint64_t s = static_cast<std::uint64_t>(state.range(2));
@@ -175,10 +176,7 @@ BENCHMARK(BM_Depthwise)
 // loop. Args: channels, form, level.
 void BM_DepthwiseFewOutputs(benchmark::State& state) {
   const auto level = static_cast<npukit::Isa>(state.range(2));
-  if (!npukit::cpu::supports(level)) {
-    state.SkipWithError("this CPU lacks the level");
-    return;
-  }
+  if (skipped_without(level, state)) return;
   const std::uint64_t c = static_cast<std::uint64_t>(state.range(0));
   const auto form = state.range(1) == 3 ? DepthwiseForm::kWindows : DepthwiseForm::kLanes;
   std::mt19937 rng(1);

@@ -275,6 +275,18 @@ __attribute__((target("avx2"))) void depthwise_windows_avx2(const DepthwiseLanes
   const __m256i keep =
       _mm256_cmpgt_epi16(_mm256_set1_epi16(static_cast<std::int16_t>(c.kw)),
                          _mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  auto sum_lanes = [](__m256i v) __attribute__((target("avx2"), always_inline)) {
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+    return _mm_cvtsi128_si32(_mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1)));
+  };
+  if (c.kh == 1 && P == 1) {  // one row into one pixel (a global pool's pieces): no loops inside
+    for (std::uint64_t k = k_begin; k < k_end; ++k)
+      acc[k] = sum_lanes(
+          _mm256_madd_epi16(widen16(c.planes + k * H * W, planes_end),
+                            _mm256_and_si256(widen16(c.taps + k * taps, taps_end), keep)));
+    return;
+  }
   __m256i w[16];
   for (std::uint64_t k = k_begin; k < k_end; ++k) {
     const std::int8_t* plane = c.planes + k * H * W;
@@ -286,10 +298,7 @@ __attribute__((target("avx2"))) void depthwise_windows_avx2(const DepthwiseLanes
         __m256i sum = _mm256_setzero_si256();
         for (std::uint64_t i = 0; i < c.kh; ++i)
           sum = _mm256_add_epi32(sum, _mm256_madd_epi16(widen16(window + i * W, planes_end), w[i]));
-        __m128i t = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
-        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
-        t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
-        acc[k * P + y * ow + x] = _mm_cvtsi128_si32(t);
+        acc[k * P + y * ow + x] = sum_lanes(sum);
       }
   }
 }
