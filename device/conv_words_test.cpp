@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -213,6 +214,9 @@ TEST(ConvWords, ChannelsOutOfPlaceNeedThePlanes) {
   EXPECT_FALSE(reads({0, 1, 3, -1}, 4));         // 3 in 2's place
   EXPECT_FALSE(reads({0, 2}, 2));                // a channel left out: 2 in 1's place
   EXPECT_FALSE(reads({0, 1, 2, 3, 4, 5}, 2));    // the split's zero channels move 2 into 0's place
+  std::vector<std::int64_t> past(18);
+  std::iota(past.begin(), past.end(), 0);
+  EXPECT_FALSE(reads(past, 16));  // in order, but 16 and 17 are past the words' 16 channels
   c.channels = {0, 1}, c.split = 2;
   c.words = nullptr;
   EXPECT_FALSE(ck::detail::words_in_place(c));
