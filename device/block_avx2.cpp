@@ -120,12 +120,6 @@ __attribute__((target("avx2"))) void bias_span_avx2(const std::int32_t* acc, std
 
 namespace {
 
-// The _mm256_shuffle_epi8 mask that reverses the bytes of each int32 (DRAM holds them big-endian).
-__attribute__((target("avx2"))) inline __m256i int32_byte_swap() {
-  return _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, 3, 2, 1, 0, 7, 6, 5,
-                          4, 11, 10, 9, 8, 15, 14, 13, 12);
-}
-
 // Checks that `t` has the vector form (the 9,8,8 layout, a vector tail kind) and calls
 // f(quantize, act) with the kind and activation as compile-time constants
 // (std::bool_constant, std::integral_constant<int>), as tail_words and tail_rows take them.

@@ -8,6 +8,7 @@
 // functions need AVX2; the dispatchers check the CPU first.
 #include "device/conv_kernels.h"
 #include "device/conv_lanes_avx2.h"
+#include "device/quantizer_avx2.h"
 
 #include "common/error.h"
 
@@ -447,8 +448,7 @@ __attribute__((target("avx2"))) void planes_to_be32_rows_avx2(const std::int32_t
                                                               std::uint64_t count,
                                                               std::uint64_t pixels,
                                                               std::uint8_t* out) {
-  const __m256i bswap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, 3, 2,
-                                         1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
+  const __m256i bswap = device::detail::int32_byte_swap();
   std::uint64_t p = 0;
   for (; p + 8 <= pixels; p += 8) {
     __m256i r[8];

@@ -1,7 +1,9 @@
 // The tail quantizer on 8 int32 lanes at the AVX2 level, shared by the blocks whose AVX2 paths
 // quantize in registers (device/block_avx2.cpp's tails, device/eltwise_avx2.cpp's fused
-// add/sub). Why it is exact: the comment at the top of device/block_avx2.cpp. For x86 AVX2
-// translation units only (functions with target attributes).
+// add/sub), and the vector forms of the DRAM words' int8 and big-endian int32 values that those
+// and the conv kernels (device/conv_kernels_avx2.cpp's partial sums) write. Why it is exact: the
+// comment at the top of device/block_avx2.cpp. For x86 AVX2 translation units only (functions with
+// target attributes).
 #pragma once
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -87,6 +89,12 @@ struct Quantizer {
     return _mm256_max_epi32(lowered, kAct >= 0 ? _mm256_setzero_si256() : out_low);
   }
 };
+
+// The _mm256_shuffle_epi8 mask that reverses the bytes of each int32 (DRAM holds them big-endian).
+__attribute__((target("avx2"))) inline __m256i int32_byte_swap() {
+  return _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, 3, 2, 1, 0, 7, 6, 5,
+                          4, 11, 10, 9, 8, 15, 14, 13, 12);
+}
 
 // 32 int8 values, 8 per vector in int32 lanes (the quantizer's output), as 32 bytes in the same
 // order: the saturating packs are exact on int8 values; they interleave the 128-bit halves, which
