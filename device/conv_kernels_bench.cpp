@@ -4,6 +4,7 @@
 // reads, where the AVX2 level may take its u8 path). Rates are of CPU time.
 #include "common/cpu.h"
 #include "common/parallel.h"
+#include "device/bench_support.h"
 #include "device/conv_kernels.h"
 #include "device/conv_winograd.h"
 #include "device/depthwise.h"
@@ -23,13 +24,7 @@ namespace {
 [[maybe_unused]] const bool kOneThread = (npukit::set_thread_count(1), true);
 
 using namespace npukit::device::conv_kernels;
-
-// Marks the run skipped when this CPU lacks the level (the benchmark runs on any machine).
-bool skipped_without(npukit::Isa level, benchmark::State& state) {
-  if (npukit::cpu::supports(level)) return false;
-  state.SkipWithError("this CPU lacks the level");
-  return true;
-}
+using npukit::device::bench::skipped_without;
 
 // Args: input channels, output channels, kernel size (square), input size (square, before
 // padding: a k x k kernel gets (k - 1) / 2 on each side, as resnet's), stride, input kind (0

@@ -1,6 +1,7 @@
 // Simulation speed of the device model's CONV on resnet18-shaped layers, fed as bytes: the whole
 // layer as a board receives it (DWP decode, weight mapping, conv, tail, write-back).
 #include "common/cpu.h"
+#include "device/bench_support.h"
 #include "device/device.h"
 #include "device/test_programs.h"
 
@@ -18,10 +19,7 @@ void BM_Conv(benchmark::State& state) {
   // The last argument: the cpu.h level (0 = the CPU's best, 1 scalar, 2 avx2, 3 avxvnni,
   // 4 avx512vnni).
   const auto level = static_cast<npukit::Isa>(state.range(7));
-  if (!npukit::cpu::supports(level)) {
-    state.SkipWithError("this CPU lacks the level");
-    return;
-  }
+  if (bench::skipped_without(level, state)) return;
   const npukit::cpu::ScopedIsa forced(level);
   const npukit::isa::SaArch arch = npukit::isa::kSupportedArchs[state.range(0)];
   ConvSpec s;
