@@ -27,6 +27,7 @@ struct TileTag;
 struct QuadChannelTag;
 struct WordsChannelTag;  // words_in_place's own: pack_quads calls it holding QuadChannelTag's
 struct GemmOffsetTag;
+struct GemmStartTag;
 
 std::uint32_t pair_word(std::int8_t lo, std::int8_t hi) {
   return static_cast<std::uint32_t>(static_cast<std::uint16_t>(std::int16_t{lo})) |
@@ -455,14 +456,14 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
   p.quads = chans.size() / 4;
   p.split_quads = c.split == c.channels.size() ? p.quads : (c.split + 3) / 4;
   p.q_count = c.oh() * p.wq;
-  // The VNNI tiles step 48 outputs; with bias 0 (the GEMM form and the tests' plain model) 16.
-  const std::uint64_t q_step = bias == 0 ? 16 : kTileQ4;
-  p.q_padded = (p.q_count + q_step - 1) / q_step * q_step;
-  // With the check: at stride 1 the one phase is the plane, every word of it written by
-  // interleave; from the words every word of every phase is written.
-  if (from_words && (bias != 0 || !words_in_place(c)))
+  p.q_padded = (p.q_count + 15) / 16 * 16;
+  // Fused (packed by `interleave` or `from_words`, which write the plain bytes, checking them):
+  // at stride 1 the one phase is the plane, every word of it written by interleave; from the
+  // words every word of every phase is written. With bias 128 the check is ignored and the
+  // bytes are offset afterwards (x ^ 0x80 = x + 128 as u8, padding 0 included).
+  if (from_words && !words_in_place(c))
     fail("pack_quads: internal error: the words do not hold the channels");
-  const bool fused = bias == 0 && (from_words || (interleave && c.stride == 1));
+  const bool fused = from_words || (interleave && c.stride == 1);
   // Every byte x = 0 (the value of padding and of the zero channels): 0x80808080 with bias 128.
   if (fused) {
     grow_words(p.x, p.quads * p.plane_words, p.q_padded);
@@ -475,7 +476,8 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
     in_place(c, chans.data() + 4 * qd, 4, c0, lanes);
     if (!phases_from_words(c, ph, p.x.data() + qd * p.plane_words,
                            [&](std::uint64_t at, std::uint64_t n, std::uint32_t* out) {
-                             return from_words(*c.words, c0, lanes, at, n, c.stride, out);
+                             return from_words(*c.words, c0, lanes, at, n, c.stride, out) ||
+                                    bias != 0;
                            }))
       return false;
   }
@@ -483,7 +485,8 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
     const std::int8_t* src[4];
     for (int b = 0; b < 4; ++b) src[b] = plane_of(c, chans[4 * qd + static_cast<std::uint64_t>(b)]);
     if (fused) {
-      if (!interleave(src, p.plane_words, p.x.data() + qd * p.plane_words)) return false;
+      if (!interleave(src, p.plane_words, p.x.data() + qd * p.plane_words) && bias == 0)
+        return false;
       continue;
     }
     scatter_phases(c, ph, p.x.data() + qd * p.plane_words, [&](std::uint64_t at) {
@@ -495,6 +498,10 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
       }
       return word;
     });
+  }
+  if (fused && bias != 0) {
+    std::uint32_t* x = p.x.data();
+    for (std::uint64_t i = 0, n = p.quads * p.plane_words; i < n; ++i) x[i] ^= 0x80808080u;
   }
   p.kn_padded = (c.kn + kTileK4 - 1) / kTileK4 * kTileK4;
   PackedWeights* kept = c.packs ? (bias ? &c.packs->quads128 : &c.packs->quads0) : nullptr;
@@ -548,31 +555,6 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
   return true;
 }
 
-void quad_tiles_scalar(const PackedQuads& p, std::uint64_t kb, std::uint64_t quad_begin,
-                       std::uint64_t quad_end, bool accumulate, std::int32_t* y) {
-  if (!accumulate) std::fill(y, y + kTileK4 * p.q_padded, 0);
-  const std::uint32_t* w = p.w_data + kb * p.quads * p.taps * kTileK4;
-  for (std::uint64_t qd = quad_begin; qd < quad_end; ++qd)
-    for (std::uint64_t t = 0; t < p.taps; ++t) {
-      const std::uint32_t* x =
-          p.x.data() + qd * p.plane_words + static_cast<std::uint64_t>(p.tap_offset[t]);
-      for (std::uint64_t kk = 0; kk < kTileK4; ++kk) {
-        const std::uint32_t wq = w[(qd * p.taps + t) * kTileK4 + kk];
-        std::int32_t wb[4];
-        for (int b = 0; b < 4; ++b) wb[b] = static_cast<std::int8_t>(wq >> (8 * b));
-        std::int32_t* yk = y + kk * p.q_padded;
-        for (std::uint64_t q = 0; q < p.q_padded; ++q) {
-          // vpdpbusd: 4 u8 x s8 products summed, added to the lane with a 32-bit wrap.
-          std::int32_t sum = 0;
-          for (int b = 0; b < 4; ++b)
-            sum += static_cast<std::int32_t>((x[q] >> (8 * b)) & 0xFF) * wb[b];
-          yk[q] = static_cast<std::int32_t>(static_cast<std::uint32_t>(yk[q]) +
-                                            static_cast<std::uint32_t>(sum));
-        }
-      }
-    }
-}
-
 namespace {
 // The GEMM form's plain C++ tiles; product(x, w) is one word's products summed.
 template <typename Product>
@@ -585,6 +567,11 @@ void gemm_scalar(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
       for (std::uint64_t j = 0; j < kGemmBlock; ++j) {
         std::int32_t& out = y[i * kGemmK + b * kGemmBlock + j];
         std::uint32_t sum = accumulate ? static_cast<std::uint32_t>(out) : 0;
+        const std::uint64_t k = (kb + b) * kGemmBlock + j;
+        if (op.start_first && s_begin < op.split)
+          sum += static_cast<std::uint32_t>(op.start_first[k]);
+        if (op.start_second && s_end > op.split)
+          sum += static_cast<std::uint32_t>(op.start_second[k]);
         for (std::uint64_t s = s_begin; s < s_end; ++s)
           sum += static_cast<std::uint32_t>(product(
               op.x[static_cast<std::uint64_t>(op.offset[s]) + q[i]], w[s * kGemmBlock + j]));
@@ -637,25 +624,15 @@ void check(const DenseConv& c) {
 }
 
 // Runs `run(kb, begin, end, accumulate, y)` over the output-channel tiles and copies the tile
-// rows out: snapshot rows after the first phase, acc rows at the end, each minus its offset.
+// rows out: snapshot rows after the first phase, acc rows at the end (the scalar level).
 template <typename Run>
 void drive(const DenseConv& c, std::uint64_t tile_k, std::uint64_t kn_padded,
            std::uint64_t q_padded, std::uint64_t wq, std::uint64_t split, std::uint64_t total,
-           const std::uint32_t* offset_first, const std::uint32_t* offset_all, std::int32_t* acc,
-           std::int32_t* snapshot, Run&& run) {
+           std::int32_t* acc, std::int32_t* snapshot, Run&& run) {
   const std::uint64_t oh = c.oh(), ow = c.ow(), pixels = oh * ow;
   // Virtual outputs back to pixels: row oh of the tile starts at oh * wq.
-  auto extract = [&](const std::int32_t* y, std::uint32_t offset, std::int32_t* out) {
-    for (std::uint64_t r = 0; r < oh; ++r) {
-      const std::int32_t* src = y + r * wq;
-      std::int32_t* dst = out + r * ow;
-      if (offset == 0) {
-        std::copy_n(src, ow, dst);
-      } else {
-        for (std::uint64_t i = 0; i < ow; ++i)
-          dst[i] = static_cast<std::int32_t>(static_cast<std::uint32_t>(src[i]) - offset);
-      }
-    }
+  auto extract = [&](const std::int32_t* y, std::int32_t* out) {
+    for (std::uint64_t r = 0; r < oh; ++r) std::copy_n(y + r * wq, ow, out + r * ow);
   };
   // Output-channel tiles are independent (each writes its own acc / snapshot rows): one tile
   // per parallel_for index, each thread with its own tile buffer. (Passed by std::ref: a
@@ -669,34 +646,18 @@ void drive(const DenseConv& c, std::uint64_t tile_k, std::uint64_t kn_padded,
       for (std::uint64_t kk = 0; kk < tile_k; ++kk) {
         const std::uint64_t k = k0 + kk;
         if (k < c.kn && k >= c.snapshot_from)
-          extract(y.data() + kk * q_padded, offset_first ? offset_first[k] : 0,
-                  snapshot + (k - c.snapshot_from) * pixels);
+          extract(y.data() + kk * q_padded, snapshot + (k - c.snapshot_from) * pixels);
       }
       run(kb, split, total, true, y.data());
     } else {
       run(kb, 0, total, false, y.data());
     }
     for (std::uint64_t kk = 0; kk < tile_k && k0 + kk < c.kn; ++kk)
-      extract(y.data() + kk * q_padded, offset_all ? offset_all[k0 + kk] : 0,
-              acc + (k0 + kk) * pixels);
+      extract(y.data() + kk * q_padded, acc + (k0 + kk) * pixels);
   };
   parallel_for(kn_padded / tile_k, std::ref(tile));
 }
 }  // namespace
-
-namespace detail {
-void dense_conv_quads(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot,
-                      QuadTiles tiles, std::uint32_t bias) {
-  check(c);
-  thread_local PackedQuads packed;
-  PackedQuads& p = packed;  // the workers of parallel_for read this thread's copy
-  pack_quads(c, p, bias);
-  drive(c, kTileK4, p.kn_padded, p.q_padded, p.wq, p.split_quads, p.quads, p.offset_first_data,
-        p.offset_all_data, acc, snapshot,
-        [&](std::uint64_t kb, std::uint64_t begin, std::uint64_t end, bool accumulate,
-            std::int32_t* y) { tiles(p, kb, begin, end, accumulate, y); });
-}
-}  // namespace detail
 
 namespace detail {
 // Work units of kGemmPixels output pixels x kGemmK output channels, each summed into its own y
@@ -704,7 +665,8 @@ namespace detail {
 // integers); pixel units outer, so a unit's inputs stay in the cache for its channel blocks.
 void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot,
                      GemmTiles quad_tiles, GemmTiles pair_tiles, LanesOut out,
-                     QuadInterleave interleave, WordRows rows, const RowSink* sink) {
+                     QuadInterleave interleave, WordRows rows, const RowSink* sink,
+                     bool offset_quads) {
   check(c);
   const bool from_words = words_in_place(c);
   thread_local Packed packed_pairs;
@@ -713,19 +675,32 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
   std::uint64_t wq = 0, kn_padded = 0, split = 0, plane_words = 0, taps = 0;
   const std::int64_t* tap_offset = nullptr;
   std::span<const std::uint32_t> live;
-  bool quads = false;
+  bool quads = false, shifted = false;  // shifted: u8 = x + 128
   if (quad_tiles && from_words)
     quads = pack_quads(c, packed_quads, 0, nullptr, rows.quads);
   else if (quad_tiles)
-    quads = c.stride == 1 ? pack_quads(c, packed_quads, 0, interleave)
-                          : inputs_nonnegative(c) && pack_quads(c, packed_quads, 0);
+    quads = c.stride == 1 && interleave ? pack_quads(c, packed_quads, 0, interleave)
+                                        : inputs_nonnegative(c) && pack_quads(c, packed_quads, 0);
+  if (quad_tiles && !quads && offset_quads)
+    quads = shifted = pack_quads(c, packed_quads, 128, c.stride == 1 ? interleave : nullptr,
+                                 from_words ? rows.quads : nullptr);
   const GemmTiles tiles = quads ? quad_tiles : pair_tiles;
-  if (quads) {  // bias 0: no offsets to subtract
+  if (quads) {
     PackedQuads& p = packed_quads;
     op.x = p.x.data(), op.w = p.live_w_data, taps = p.taps, live = p.live;
     wq = p.wq, kn_padded = p.kn_padded, split = p.split_quads, plane_words = p.plane_words;
     tap_offset = p.tap_offset.data();
-    set_step_pairs(*p.step_pairs, op);
+    if (!shifted) set_step_pairs(*p.step_pairs, op);
+    if (shifted) {  // each phase's sums start at -128 * the sum of its weights
+      std::vector<std::int32_t>& start = thread_buffer<std::int32_t, GemmStartTag>();
+      start.assign(2 * kn_padded, 0);
+      for (std::uint64_t k = 0; k < c.kn; ++k) {
+        start[k] = static_cast<std::int32_t>(0u - p.offset_first_data[k]);
+        start[kn_padded + k] =
+            static_cast<std::int32_t>(p.offset_first_data[k] - p.offset_all_data[k]);
+      }
+      op.start_first = start.data(), op.start_second = start.data() + kn_padded;
+    }
   } else {
     Packed& p = packed_pairs;
     pack(c, p, kGemmBlock, from_words ? rows.pairs : nullptr);
@@ -792,19 +767,21 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
 }  // namespace detail
 
 namespace {
-// Whether dense_conv at this level takes the GEMM form (the AVX2 level; the VNNI ones run their
-// quad tiles, the scalar one its own).
-bool gemm_level(Isa level) {
-  return cpu::path_allowed(level, Isa::kAvx2) && !cpu::path_allowed(level, Isa::kAvxVnni) &&
-         !cpu::path_allowed(level, Isa::kAvx512Vnni);
-}
+// Whether dense_conv at this level takes the GEMM form: every level but the scalar one (which
+// runs its own tiles).
+bool gemm_level(Isa level) { return cpu::path_allowed(level, Isa::kAvx2); }
 
-// The GEMM form with its AVX2 pieces (dense_conv at that level, and dense_conv_rows).
-void dense_conv_gemm_avx2(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot,
-                          const RowSink* sink) {
+// The GEMM form with the level's pieces (dense_conv, and dense_conv_rows): at the AVX-512 VNNI
+// level its tiles, on u8 quads always (x + 128 when an input is negative: 4 products per
+// vpdpbusd where the int16 pairs would give 2 per vpdpwssd); else the AVX2 ones (also at the
+// AVX-VNNI level: no CPU here has the VEX encoding to test a tile of its own on).
+void dense_conv_gemm_at(Isa level, const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot,
+                        const RowSink* sink) {
   using namespace detail;
-  dense_conv_gemm(c, acc, snapshot, gemm_quads_avx2, gemm_pairs_avx2, lanes_out_avx2,
-                  interleave_quads_avx2, {quad_row_avx2, pair_row_avx2}, sink);
+  const bool vnni = cpu::path_allowed(level, Isa::kAvx512Vnni);
+  dense_conv_gemm(c, acc, snapshot, vnni ? gemm_quads_avx512vnni : gemm_quads_avx2, gemm_pairs_avx2,
+                  lanes_out_avx2, interleave_quads_avx2, {quad_row_avx2, pair_row_avx2}, sink,
+                  vnni);
 }
 }  // namespace
 
@@ -815,27 +792,22 @@ bool reads_words(const DenseConv& c, Isa isa) {
 void dense_conv(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot, Isa isa) {
   using namespace detail;
   const Isa level = cpu::resolve(isa, "dense_conv");
-  if (cpu::path_allowed(level, Isa::kAvx512Vnni))
-    return dense_conv_quads(c, acc, snapshot, quad_tiles_avx512vnni);
-  if (cpu::path_allowed(level, Isa::kAvxVnni))
-    return dense_conv_quads(c, acc, snapshot, quad_tiles_avxvnni);
-  // The AVX2 level: the channels-in-lanes form (every lane a real output), on u8 quads when
-  // every input is 0..127 (after a ReLU: 32 products per _mm256_maddubs_epi16, exact there,
-  // conv_kernels.h PackedQuads), else on int16 pairs. It beat the virtual-output tiles this file
-  // had on every resnet18/50 shape in conv_kernels_bench (Zen 3, one thread: 3x3 512 on 7x7
-  // 22 -> 77 GMAC/s relu, 20 -> 52 signed; 64 on 56x56 43 -> 62 relu, 30 -> 49 signed).
+  // The channels-in-lanes form (every lane a real output), on u8 quads when every input is
+  // 0..127 (after a ReLU: conv_kernels.h PackedQuads), else on int16 pairs. At AVX2 it beat the
+  // virtual-output tiles this file had on every resnet18/50 shape in conv_kernels_bench (Zen 3,
+  // one thread: 3x3 512 on 7x7 22 -> 77 GMAC/s relu, 20 -> 52 signed; 64 on 56x56 43 -> 62
+  // relu, 30 -> 49 signed); the AVX-512 VNNI level runs the same form with vpdpbusd.
   // Exact integer Winograd F(2x2, 3x3) for 3x3 stride 1 (device/conv_winograd.h) is not
   // dispatched here: it beats this form in BM_DenseConv (one layer, weights hot), but timed per
   // layer inside `npukit eval` no shape gained on both resnets (e.g. 256 on 14x14: 0.95x and
   // 0.88x the CPU time in resnet50 at 1 and 2 threads, 0.99x and 1.09x in resnet18; 7x7 1.3-1.6x
   // everywhere); the table is in docs/device.md.
-  if (gemm_level(level)) return dense_conv_gemm_avx2(c, acc, snapshot, nullptr);
+  if (gemm_level(level)) return dense_conv_gemm_at(level, c, acc, snapshot, nullptr);
   check(c);
   thread_local Packed packed;
   Packed& p = packed;  // the workers of parallel_for read this thread's copy
   pack(c, p);
-  drive(c, kTileK, p.kn_padded, p.q_padded, p.wq, c.split / 2, p.pairs, nullptr, nullptr, acc,
-        snapshot,
+  drive(c, kTileK, p.kn_padded, p.q_padded, p.wq, c.split / 2, p.pairs, acc, snapshot,
         [&](std::uint64_t kb, std::uint64_t begin, std::uint64_t end, bool accumulate,
             std::int32_t* y) { tiles_scalar(p, kb, begin, end, accumulate, y); });
 }
@@ -843,11 +815,12 @@ void dense_conv(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot, I
 bool has_dense_conv_rows(Isa isa) { return gemm_level(cpu::resolve(isa, "dense_conv")); }
 
 bool dense_conv_rows(const DenseConv& c, std::int32_t* snapshot, const RowSink& sink, Isa isa) {
-  if (!has_dense_conv_rows(isa)) return false;
+  const Isa level = cpu::resolve(isa, "dense_conv");
+  if (!gemm_level(level)) return false;
   // The GEMM form's work units: kGemmPixels (a multiple of 4) pixels from a multiple of it, and
   // kGemmK (a multiple of 8) channels, which end at the last pixel or channel.
   static_assert(detail::kGemmPixels % 4 == 0 && detail::kGemmK % 8 == 0);
-  dense_conv_gemm_avx2(c, nullptr, snapshot, &sink);
+  dense_conv_gemm_at(level, c, nullptr, snapshot, &sink);
   return true;
 }
 

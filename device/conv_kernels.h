@@ -3,13 +3,11 @@
 // which channels take part and which weight multiplies what; this file only adds products).
 //
 // Paths, chosen at run time by the project's one resolver (common/cpu.h, NPUKIT_ISA): a plain
-// scalar one (the reference), AVX2 (output channels in the lanes, the GEMM form below:
-// _mm256_madd_epi16 on int16 channel pairs, or, when every input of the call is 0..127,
-// _mm256_maddubs_epi16 on u8 channel quads), and for the VNNI levels the same sums with
-// vpdpbusd on unsigned channel quads (x + 128 as u8, then 128 * sum(w) subtracted per output:
-// exact in wrapping int32 arithmetic; virtual outputs in the lanes, written for CPUs this
-// project could not test on, so the GEMM form has no VNNI variant yet). Tests compare every
-// path the CPU has with the scalar one and with a plain nested loop.
+// scalar one (the reference), and from AVX2 up the GEMM form below (output channels in the lanes:
+// int16 channel pairs, or, when every input of the call is 0..127, u8 channel quads), whose tiles
+// are AVX2 (_mm256_madd_epi16 on the pairs, _mm256_maddubs_epi16 on the quads) or, at the AVX-512
+// VNNI level, vpdpwssd and vpdpbusd on the same operands. Tests compare every path the CPU has
+// with the scalar one and with a plain nested loop.
 #pragma once
 
 #include "common/cpu.h"
@@ -130,7 +128,7 @@ bool reads_words(const DenseConv& conv, Isa isa = Isa::kAuto);
 // ow) and channel k; p0 is a multiple of 4 and k0 of 8, and each piece ends on a multiple of 4
 // pixels and 8 channels or at the last one. Calls come from parallel_for's workers, for
 // disjoint pieces. snapshot as dense_conv's. Returns false, having done nothing, at a level
-// without this form (scalar, the VNNI levels): then call dense_conv.
+// without this form (the scalar one): then call dense_conv.
 struct RowSink {
   void (*fn)(const void* ctx, const std::int32_t* y, std::uint64_t stride, std::uint64_t p0,
              std::uint64_t n, std::uint64_t k0, std::uint64_t k_count) = nullptr;
@@ -290,12 +288,13 @@ void pack(const DenseConv& conv, Packed& p, std::uint64_t tile_k = kTileK,
 void tiles_scalar(const Packed& p, std::uint64_t kb, std::uint64_t pair_begin,
                   std::uint64_t pair_end, bool accumulate, std::int32_t* y);
 
-// The VNNI levels' operands: channels in quads (each phase padded to a multiple of 4 with zero
-// channels), one 32-bit word per pixel holding the 4 channels as u8 = x + bias, weights as 4 s8
-// per word, and per output channel bias * the sum of its weights over the first phase and over
-// all channels (wrapping), subtracted from the u8 x s8 sums. bias is 128 (any int8 input), or 0
-// when every input is 0..127 (after a ReLU): then the AVX2 level's _mm256_maddubs_epi16 path is
-// exact too (a pair of products is at most 2 * 127 * 128 = 32512 in magnitude, inside int16).
+// The GEMM form's u8 quad operands: channels in quads (each phase padded to a multiple of 4 with
+// zero channels), one 32-bit word per pixel holding the 4 channels as u8 = x + bias, weights as
+// 4 s8 per word, and per output channel bias * the sum of its weights over the first phase and
+// over all channels (wrapping), subtracted from the u8 x s8 sums. bias is 0 when every input is
+// 0..127 (after a ReLU): then the AVX2 level's _mm256_maddubs_epi16 is exact too (a pair of
+// products is at most 2 * 127 * 128 = 32512 in magnitude, inside int16); or 128, any int8
+// input, for vpdpbusd (whose four products go straight to int32).
 struct PackedQuads {
   std::uint32_t bias = 128;
   std::uint64_t quads = 0, split_quads = 0, taps = 0;
@@ -318,8 +317,7 @@ struct PackedQuads {
   const StepPairs* step_pairs = nullptr;
 };
 
-constexpr std::uint64_t kTileK4 = 8;   // output channels per tile
-constexpr std::uint64_t kTileQ4 = 48;  // virtual outputs per tile (3 x 16 lanes)
+constexpr std::uint64_t kTileK4 = 8;  // output channels per weight block
 
 // Interleaves 4 int8 planes of n values into n words (byte b of dst[i] = src[b][i], 0 for a
 // null src[b]) and says whether every value read was >= 0 (the AVX2 one is vector work).
@@ -328,30 +326,19 @@ bool interleave_quads_scalar(const std::int8_t* const* src, std::uint64_t n, std
 bool interleave_quads_avx2(const std::int8_t* const* src, std::uint64_t n, std::uint32_t* dst);
 
 // bias: 128 or 0 (then every input must be 0..127, see inputs_nonnegative: the AVX2 level's
-// GEMM form, and q_padded is a multiple of 16 instead of kTileQ4: not for the VNNI tiles).
+// GEMM form).
 // With bias 0, stride 1 and an `interleave`, the inputs are checked while they are packed (one
 // pass over them instead of two): false as soon as one is negative, and `p` is then unusable.
 // The same with bias 0 and `from_words` (words_in_place must hold; any stride): packed and
 // checked straight from conv.words (planes unused; only the values packed are checked: those
-// some tap reads). Otherwise true.
+// some tap reads). With bias 128 the same fused packings run without the check, and the words
+// are offset after them (the VNNI level's GEMM form on signed inputs). Otherwise true.
 bool pack_quads(const DenseConv& conv, PackedQuads& p, std::uint32_t bias = 128,
                 QuadInterleave interleave = nullptr, QuadRow from_words = nullptr);
 
 // Whether every input value of the channels `conv` sums over is >= 0 (the data, not a promise:
 // dense_conv checks it for each call before taking the AVX2 u8 path).
 bool inputs_nonnegative(const DenseConv& conv);
-
-// y[kk * q_padded + q] (+)= sum over quads [quad_begin, quad_end) and taps of the u8 x s8
-// products (the offset sums; wrapping int32), for the kTileK4 output channels of tile kb.
-using QuadTiles = void (*)(const PackedQuads& p, std::uint64_t kb, std::uint64_t quad_begin,
-                           std::uint64_t quad_end, bool accumulate, std::int32_t* y);
-// vpdpbusd's arithmetic in plain C++ (tests the packing and the offset on any CPU).
-void quad_tiles_scalar(const PackedQuads& p, std::uint64_t kb, std::uint64_t quad_begin,
-                       std::uint64_t quad_end, bool accumulate, std::int32_t* y);
-void quad_tiles_avxvnni(const PackedQuads& p, std::uint64_t kb, std::uint64_t quad_begin,
-                        std::uint64_t quad_end, bool accumulate, std::int32_t* y);
-void quad_tiles_avx512vnni(const PackedQuads& p, std::uint64_t kb, std::uint64_t quad_begin,
-                           std::uint64_t quad_end, bool accumulate, std::int32_t* y);
 
 // The channels-in-lanes ("GEMM") form for small planes, where the virtual outputs above waste
 // lanes (7x7: 7 x 9 = 63 virtual outputs padded to 64 or 72 for 49 pixels): a vector holds 8
@@ -379,6 +366,11 @@ struct GemmOperands {
   const std::uint32_t* singles = nullptr;
   const std::uint32_t* single_begin = nullptr;
   std::uint64_t split = 0;
+  // The u8 quads as x + 128 (signed inputs, the VNNI tiles): where output channel k's sums of
+  // steps [0, split) and [split, steps) start, -128 times the sum of its weights in them
+  // (start_first[k], start_second[k]); null with the plain quads and the pairs (start at 0).
+  const std::int32_t* start_first = nullptr;
+  const std::int32_t* start_second = nullptr;
 };
 // op's pairs from the packing's (none when pair_steps did not run). Whether a group takes pairs
 // rests on single_begin alone: when every step pairs, singles is empty (and may be null).
@@ -393,8 +385,10 @@ using GemmTilesFn = void(const GemmOperands& op, std::uint64_t kb, std::uint64_t
                          std::uint64_t s_end, bool accumulate, std::int32_t* y);
 using GemmTiles = GemmTilesFn*;
 // Plain C++ (int16 pair products, or u8 x s8 quad products), and AVX2 (_mm256_madd_epi16, or
-// _mm256_maddubs_epi16 then _mm256_madd_epi16 by ones: exact for inputs 0..127, see PackedQuads).
-GemmTilesFn gemm_pairs_scalar, gemm_quads_scalar, gemm_pairs_avx2, gemm_quads_avx2;
+// _mm256_maddubs_epi16 then _mm256_madd_epi16 by ones: exact for inputs 0..127, see PackedQuads),
+// and AVX-512 VNNI (vpdpbusd, quads only: the plain ones, or those of x + 128 with their starts).
+GemmTilesFn gemm_pairs_scalar, gemm_quads_scalar, gemm_pairs_avx2, gemm_quads_avx2,
+    gemm_quads_avx512vnni;
 // The y rows of one work unit to output planes: out[k * out_stride + i] = y[i * kGemmK + k] for
 // k < k_count, i < n.
 using LanesOutFn = void(const std::int32_t* y, std::uint64_t n, std::uint64_t k_count,
@@ -403,18 +397,15 @@ using LanesOut = LanesOutFn*;
 LanesOutFn lanes_out_scalar, lanes_out_avx2;
 // dense_conv in the GEMM form: on u8 quads with quad_tiles when it is given and every input is
 // 0..127 (checked by `interleave` while packing at stride 1, by inputs_nonnegative before it
-// otherwise), else on int16 pairs with pair_tiles; out transposes the results. When
-// words_in_place holds, the operands are packed (and checked) from conv.words by `rows`. With a
-// `sink`, the y rows go to it instead of acc (dense_conv_rows; acc unused).
+// otherwise), else, with offset_quads, on u8 quads of x + 128 with quad_tiles (which must honour
+// GemmOperands::start_first / start_second), else on int16 pairs with pair_tiles; out
+// transposes the results. When words_in_place holds, the operands are packed (and checked) from
+// conv.words by `rows`. With a `sink`, the y rows go to it instead of acc (dense_conv_rows; acc
+// unused).
 void dense_conv_gemm(const DenseConv& conv, std::int32_t* acc, std::int32_t* snapshot,
                      GemmTiles quad_tiles, GemmTiles pair_tiles, LanesOut out,
                      QuadInterleave interleave = interleave_quads_scalar, WordRows rows = {},
-                     const RowSink* sink = nullptr);
-
-// dense_conv on the quad operands with the given tiles and bias (dense_conv calls it at the VNNI
-// levels; tests call it with quad_tiles_scalar, with bias 128 and 0).
-void dense_conv_quads(const DenseConv& conv, std::int32_t* acc, std::int32_t* snapshot,
-                      QuadTiles tiles, std::uint32_t bias = 128);
+                     const RowSink* sink = nullptr, bool offset_quads = false);
 
 // connection_conv's paths.
 void connection_scalar(const PlaneSet& set, std::uint64_t plane, const std::int8_t* taps,

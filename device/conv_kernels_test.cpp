@@ -35,29 +35,36 @@ struct Result {
   std::vector<std::int32_t> acc, snapshot;
 };
 
-// isa kAuto here means: the quad packing with the plain C++ vpdpbusd (quad_tiles_scalar).
+Result run_gemm(const ck::DenseConv& c, ck::detail::GemmTiles quad_tiles,
+                ck::detail::GemmTiles pair_tiles, ck::detail::LanesOut out,
+                ck::detail::QuadInterleave interleave, bool offset_quads = false);
+
+// isa kAuto here means: the u8 quads of x + 128 with the plain C++ vpdpbusd (gemm_quads_scalar),
+// the VNNI level's operands and offsets on any CPU.
 Result run(const ck::DenseConv& c, Isa isa) {
+  if (isa == Isa::kAuto)
+    return run_gemm(c, ck::detail::gemm_quads_scalar, ck::detail::gemm_pairs_scalar,
+                    ck::detail::lanes_out_scalar, ck::detail::interleave_quads_scalar, true);
   Result r;
   r.acc.assign(c.kn * c.oh() * c.ow(), 0x5A5A5A5A);  // every value must be written
   r.snapshot.assign((c.kn - c.snapshot_from) * c.oh() * c.ow(), 0x5A5A5A5A);
   std::int32_t* snap = c.snapshot_from < c.kn ? r.snapshot.data() : nullptr;
-  if (isa == Isa::kAuto)
-    ck::detail::dense_conv_quads(c, r.acc.data(), snap, ck::detail::quad_tiles_scalar);
-  else
-    ck::dense_conv(c, r.acc.data(), snap, isa);
+  ck::dense_conv(c, r.acc.data(), snap, isa);
   return r;
 }
 
 // The GEMM form (output channels in the lanes) with the given tiles, output transposition and
-// quad interleave (quad_tiles null: pairs only).
+// quad interleave (quad_tiles null: pairs only), and with `offset_quads` the u8 quads of x + 128
+// on signed inputs.
 Result run_gemm(const ck::DenseConv& c, ck::detail::GemmTiles quad_tiles,
                 ck::detail::GemmTiles pair_tiles, ck::detail::LanesOut out,
-                ck::detail::QuadInterleave interleave) {
+                ck::detail::QuadInterleave interleave, bool offset_quads) {
   Result r;
   r.acc.assign(c.kn * c.oh() * c.ow(), 0x5A5A5A5A);
   r.snapshot.assign((c.kn - c.snapshot_from) * c.oh() * c.ow(), 0x5A5A5A5A);
   std::int32_t* snap = c.snapshot_from < c.kn ? r.snapshot.data() : nullptr;
-  ck::detail::dense_conv_gemm(c, r.acc.data(), snap, quad_tiles, pair_tiles, out, interleave);
+  ck::detail::dense_conv_gemm(c, r.acc.data(), snap, quad_tiles, pair_tiles, out, interleave, {},
+                              nullptr, offset_quads);
   return r;
 }
 
@@ -69,8 +76,10 @@ void no_pairs(const ck::detail::GemmOperands&, std::uint64_t, std::uint64_t, con
 
 // Every GEMM-form combination this CPU can run: pairs, and u8 quads (on inputs with a negative
 // value, `nonnegative` false, they must fall back to the pair tiles; else they must not); plain
-// C++ tiles and, with AVX2, the AVX2 tiles, each with both output transpositions and both quad
-// interleaves. Each is compared with the plain loop's sums.
+// C++ tiles and, where the CPU has them, the AVX2 tiles (each with both output transpositions and
+// both quad interleaves) and the AVX-512 VNNI ones; and the u8 quads of x + 128 (any input,
+// never the pairs), packed interleaved, or at stride 1 without an interleave from the planes.
+// Each is compared with the plain loop's sums.
 void expect_gemm_forms(const ck::DenseConv& c, bool nonnegative,
                        const std::vector<std::int32_t>& acc,
                        const std::vector<std::int32_t>& snapshot) {
@@ -80,28 +89,38 @@ void expect_gemm_forms(const ck::DenseConv& c, bool nonnegative,
     d::GemmTiles quads, pairs;
     d::LanesOut out;
     d::QuadInterleave interleave;
-    bool avx2;
+    Isa needs;
+    bool offset_quads = false;  // then the pair tiles must never run
   };
   const Form forms[] = {
       {"gemm pairs scalar", nullptr, d::gemm_pairs_scalar, d::lanes_out_scalar,
-       d::interleave_quads_scalar, false},
+       d::interleave_quads_scalar, Isa::kScalar},
       {"gemm quads scalar", d::gemm_quads_scalar, d::gemm_pairs_scalar, d::lanes_out_scalar,
-       d::interleave_quads_scalar, false},
+       d::interleave_quads_scalar, Isa::kScalar},
       {"gemm pairs avx2", nullptr, d::gemm_pairs_avx2, d::lanes_out_avx2, d::interleave_quads_avx2,
-       true},
+       Isa::kAvx2},
       {"gemm pairs avx2, scalar out", nullptr, d::gemm_pairs_avx2, d::lanes_out_scalar,
-       d::interleave_quads_scalar, true},
+       d::interleave_quads_scalar, Isa::kAvx2},
       {"gemm quads avx2", d::gemm_quads_avx2, d::gemm_pairs_avx2, d::lanes_out_avx2,
-       d::interleave_quads_avx2, true},
+       d::interleave_quads_avx2, Isa::kAvx2},
       {"gemm quads avx2, scalar interleave", d::gemm_quads_avx2, d::gemm_pairs_avx2,
-       d::lanes_out_avx2, d::interleave_quads_scalar, true},
+       d::lanes_out_avx2, d::interleave_quads_scalar, Isa::kAvx2},
       {"gemm quads scalar, avx2 out and interleave", d::gemm_quads_scalar, d::gemm_pairs_scalar,
-       d::lanes_out_avx2, d::interleave_quads_avx2, true},
+       d::lanes_out_avx2, d::interleave_quads_avx2, Isa::kAvx2},
+      {"gemm quads avx512vnni", d::gemm_quads_avx512vnni, d::gemm_pairs_avx2, d::lanes_out_avx2,
+       d::interleave_quads_avx2, Isa::kAvx512Vnni},
+      {"gemm offset quads scalar", d::gemm_quads_scalar, d::gemm_pairs_scalar, d::lanes_out_scalar,
+       d::interleave_quads_scalar, Isa::kScalar, true},
+      {"gemm offset quads scalar, planes", d::gemm_quads_scalar, d::gemm_pairs_scalar,
+       d::lanes_out_scalar, nullptr, Isa::kScalar, true},
+      {"gemm offset quads avx512vnni", d::gemm_quads_avx512vnni, d::gemm_pairs_avx2,
+       d::lanes_out_avx2, d::interleave_quads_avx2, Isa::kAvx512Vnni, true},
   };
   for (const Form& f : forms) {
-    if (f.avx2 && !cpu::supports(Isa::kAvx2)) continue;
+    if (!cpu::supports(f.needs)) continue;
+    const bool quads_only = f.quads && (nonnegative || f.offset_quads);
     const Result r =
-        run_gemm(c, f.quads, f.quads && nonnegative ? no_pairs : f.pairs, f.out, f.interleave);
+        run_gemm(c, f.quads, quads_only ? no_pairs : f.pairs, f.out, f.interleave, f.offset_quads);
     EXPECT_EQ(r.acc, acc) << f.name;
     if (c.snapshot_from < c.kn) {
       EXPECT_EQ(r.snapshot, snapshot) << f.name;
@@ -454,13 +473,6 @@ TEST(ConvKernels, ReluInputsOnTheU8PathEqualThePlainLoop) {
     plain_conv(c, acc, snapshot);
     const Result scalar = run(c, Isa::kScalar);
     EXPECT_EQ(scalar.acc, narrow(acc));
-    Result quads;
-    quads.acc.assign(c.kn * c.oh() * c.ow(), 0x5A5A5A5A);
-    quads.snapshot.assign((c.kn - c.snapshot_from) * c.oh() * c.ow(), 0x5A5A5A5A);
-    std::int32_t* snap = c.snapshot_from < c.kn ? quads.snapshot.data() : nullptr;
-    ck::detail::dense_conv_quads(c, quads.acc.data(), snap, ck::detail::quad_tiles_scalar, 0);
-    EXPECT_EQ(quads.acc, scalar.acc) << "quads without bias (plain model)";
-    EXPECT_EQ(quads.snapshot, scalar.snapshot) << "quads without bias (plain model)";
     expect_gemm_forms(c, true, narrow(acc), narrow(snapshot));
     for (Isa isa : levels) {
       const Result simd = run(c, isa);

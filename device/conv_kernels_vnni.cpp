@@ -1,12 +1,18 @@
-// VNNI tiles of device/conv_kernels.h (the quad operands of pack_quads): vpdpbusd multiplies 4
-// u8 inputs (x + 128) by 4 s8 weights and adds the 4 products to an int32 lane with a 32-bit
-// wrap; dense_conv_quads subtracts 128 * sum(w) afterwards, so the result is the exact signed
-// sum (it fits int32 by the bound in conv_kernels.cpp, so the wrapping arithmetic lands on it).
-// quad_tiles_scalar in conv_kernels.cpp is the same arithmetic in plain C++.
+// AVX-512 VNNI tiles of device/conv_kernels.h's GEMM form (GemmOperands): the same operands and
+// y rows as the AVX2 tiles (8 output channels of a pixel in a ymm vector), with one instruction
+// per product quad where AVX2 takes two or three: vpdpbusd multiplies a pixel's 4 u8 channel
+// inputs by 4 s8 weights of each output channel and adds the 4 products into its int32 lane. The
+// inputs are x (all 0..127) or x + 128 (any int8; the sums then start at -128 times the weights'
+// sum, GemmOperands::start_first / start_second). vpdpbusd wraps in 32 bits and the sums fit
+// int32 by the bound in conv_kernels.cpp, so they are exact. The paired steps of the AVX2 u8
+// tiles (pair_steps) are not needed: there is no int16 stage.
+// ymm, not zmm: the weights of 8 channels are the operands' block (kGemmBlock) and a Zen 4 core
+// runs a zmm instruction as two ymm halves anyway; AVX-512 VL gives the 32 registers.
 //
-// Each function is compiled with its own target attribute; dense_conv only calls one after the
-// resolver (common/cpu.h) has seen the CPU support it.
+// Compiled with their own target attribute; dense_conv only calls them after the resolver
+// (common/cpu.h) has seen the CPU support AVX-512 VNNI.
 #include "device/conv_kernels.h"
+#include "device/conv_lanes_avx2.h"
 
 #include "common/error.h"
 
@@ -16,95 +22,113 @@
 
 namespace npukit::device::conv_kernels::detail {
 
-static_assert(kTileK4 == 8 && kTileQ4 == 48, "the VNNI tiles are written for 8 x 48");
-
 #if defined(__x86_64__) || defined(__i386__)
 
-// 8 output channels x 48 virtual outputs (3 vectors of 16 lanes): 24 zmm accumulators.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) void quad_tiles_avx512vnni(
-    const PackedQuads& p, std::uint64_t kb, std::uint64_t quad_begin, std::uint64_t quad_end,
-    bool accumulate, std::int32_t* y) {
-  const std::uint64_t taps = p.taps, qp = p.q_padded;
-  const std::int64_t* offsets = p.tap_offset.data();
-  const std::uint32_t* w_tile = p.w_data + kb * p.quads * taps * kTileK4;
-  for (std::uint64_t q0 = 0; q0 < qp; q0 += kTileQ4) {
-    __m512i acc[kTileK4][3];
-    for (std::uint64_t kk = 0; kk < kTileK4; ++kk)
-      for (std::uint64_t v = 0; v < 3; ++v)
-        acc[kk][v] =
-            accumulate ? _mm512_loadu_si512(y + kk * qp + q0 + 16 * v) : _mm512_setzero_si512();
-    for (std::uint64_t qd = quad_begin; qd < quad_end; ++qd) {
-      const std::uint32_t* xp = p.x.data() + qd * p.plane_words + q0;
-      const std::uint32_t* wp = w_tile + qd * taps * kTileK4;
-      for (std::uint64_t t = 0; t < taps; ++t, wp += kTileK4) {
-        const std::uint32_t* xt = xp + offsets[t];
-        const __m512i x0 = _mm512_loadu_si512(xt);
-        const __m512i x1 = _mm512_loadu_si512(xt + 16);
-        const __m512i x2 = _mm512_loadu_si512(xt + 32);
-        for (std::uint64_t kk = 0; kk < kTileK4; ++kk) {
-          const __m512i w = _mm512_set1_epi32(static_cast<int>(wp[kk]));
-          acc[kk][0] = _mm512_dpbusd_epi32(acc[kk][0], x0, w);
-          acc[kk][1] = _mm512_dpbusd_epi32(acc[kk][1], x1, w);
-          acc[kk][2] = _mm512_dpbusd_epi32(acc[kk][2], x2, w);
-        }
-      }
+#define NPUKIT_AVX512VNNI __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+// A register tile of P pixels x V vectors of 8 output channels over steps [s_begin, s_end): per
+// step, V weight vectors loaded and each pixel's input word broadcast once into all of them.
+// P = 8, V = 2: 16 sums, 2 weight vectors and a broadcast of the 32 registers. `start` (8 V
+// lanes, or null) is added to every pixel's sums first.
+template <int P, int V>
+NPUKIT_AVX512VNNI static inline void gemm_tile_vnni(const GemmOperands& op, const std::uint32_t* w,
+                                                    const std::int32_t* start,
+                                                    const std::uint64_t* q, std::uint64_t s_begin,
+                                                    std::uint64_t s_end, bool accumulate,
+                                                    std::int32_t* y) {
+  const std::uint64_t w_block = op.steps * kGemmBlock;
+  __m256i acc[P][V];
+  load_sums(acc, y, accumulate);
+  if (start) {
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) {
+      const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(start + 8 * v));
+#pragma GCC unroll 16
+      for (int i = 0; i < P; ++i) acc[i][v] = _mm256_add_epi32(acc[i][v], s);
     }
-    for (std::uint64_t kk = 0; kk < kTileK4; ++kk)
-      for (std::uint64_t v = 0; v < 3; ++v)
-        _mm512_storeu_si512(y + kk * qp + q0 + 16 * v, acc[kk][v]);
+  }
+  const std::uint32_t* xi[P];
+#pragma GCC unroll 16
+  for (int i = 0; i < P; ++i) xi[i] = op.x + q[i];
+  const std::uint32_t* wp = w + s_begin * kGemmBlock;
+  for (std::uint64_t j = s_begin; j < s_end; ++j, wp += kGemmBlock) {
+    const std::int64_t off = op.offset[j];
+    __m256i wv[V];
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v)
+      wv[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + v * w_block));
+#pragma GCC unroll 16
+    for (int i = 0; i < P; ++i) {
+      const __m256i b = _mm256_set1_epi32(static_cast<int>(xi[i][off]));
+#pragma GCC unroll 8
+      for (int v = 0; v < V; ++v) acc[i][v] = _mm256_dpbusd_epi32(acc[i][v], b, wv[v]);
+    }
+  }
+  store_sums(acc, y);
+}
+
+template <int V>
+NPUKIT_AVX512VNNI static void gemm_blocks_vnni(const GemmOperands& op, std::uint64_t kb,
+                                               const std::uint64_t* q, std::uint64_t n,
+                                               std::uint64_t s_begin, std::uint64_t s_end,
+                                               bool accumulate, std::int32_t* y) {
+  constexpr int P = 8;
+  const std::uint32_t* w = op.w + kb * op.steps * kGemmBlock;
+  // The offset quads' start of these steps' sums (GemmOperands::start_first / start_second).
+  alignas(32) std::int32_t start_lanes[V * kGemmBlock];
+  const bool first = s_begin < op.split;
+  const bool second = s_end > op.split;
+  const std::int32_t* start = op.start_first && (first || second) ? start_lanes : nullptr;
+  for (std::uint64_t j = 0; start && j < V * kGemmBlock; ++j) {
+    const std::uint64_t k = kb * kGemmBlock + j;
+    start_lanes[j] =
+        static_cast<std::int32_t>((first ? static_cast<std::uint32_t>(op.start_first[k]) : 0u) +
+                                  (second ? static_cast<std::uint32_t>(op.start_second[k]) : 0u));
+  }
+  std::uint64_t i = 0;
+  for (; i + P <= n; i += P)
+    gemm_tile_vnni<P, V>(op, w, start, q + i, s_begin, s_end, accumulate, y + i * kGemmK);
+  const auto rest = [&](auto tile) NPUKIT_AVX512VNNI {
+    tile(op, w, start, q + i, s_begin, s_end, accumulate, y + i * kGemmK);
+  };
+  switch (n - i) {
+    case 7:
+      return rest(gemm_tile_vnni<7, V>);
+    case 6:
+      return rest(gemm_tile_vnni<6, V>);
+    case 5:
+      return rest(gemm_tile_vnni<5, V>);
+    case 4:
+      return rest(gemm_tile_vnni<4, V>);
+    case 3:
+      return rest(gemm_tile_vnni<3, V>);
+    case 2:
+      return rest(gemm_tile_vnni<2, V>);
+    case 1:
+      return rest(gemm_tile_vnni<1, V>);
+    default:
+      return;
   }
 }
 
-// AVX-VNNI (VEX, 16 ymm registers): the 8 x 48 tile as 2 x 2 sub-tiles of 4 output channels x
-// 24 outputs (3 vectors of 8 lanes): 12 accumulators, 3 inputs, 1 weight.
-__attribute__((target("avx2,avxvnni"))) void quad_tiles_avxvnni(const PackedQuads& p,
-                                                                std::uint64_t kb,
-                                                                std::uint64_t quad_begin,
-                                                                std::uint64_t quad_end,
-                                                                bool accumulate, std::int32_t* y) {
-  const std::uint64_t taps = p.taps, qp = p.q_padded;
-  const std::int64_t* offsets = p.tap_offset.data();
-  const std::uint32_t* w_tile = p.w_data + kb * p.quads * taps * kTileK4;
-  for (std::uint64_t q0 = 0; q0 < qp; q0 += 24)
-    for (std::uint64_t k0 = 0; k0 < kTileK4; k0 += 4) {
-      __m256i acc[4][3];
-      for (std::uint64_t kk = 0; kk < 4; ++kk)
-        for (std::uint64_t v = 0; v < 3; ++v)
-          acc[kk][v] = accumulate ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-                                        y + (k0 + kk) * qp + q0 + 8 * v))
-                                  : _mm256_setzero_si256();
-      for (std::uint64_t qd = quad_begin; qd < quad_end; ++qd) {
-        const std::uint32_t* xp = p.x.data() + qd * p.plane_words + q0;
-        const std::uint32_t* wp = w_tile + qd * taps * kTileK4 + k0;
-        for (std::uint64_t t = 0; t < taps; ++t, wp += kTileK4) {
-          const std::uint32_t* xt = xp + offsets[t];
-          const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xt));
-          const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xt + 8));
-          const __m256i x2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xt + 16));
-          for (std::uint64_t kk = 0; kk < 4; ++kk) {
-            const __m256i w = _mm256_set1_epi32(static_cast<int>(wp[kk]));
-            acc[kk][0] = _mm256_dpbusd_avx_epi32(acc[kk][0], x0, w);
-            acc[kk][1] = _mm256_dpbusd_avx_epi32(acc[kk][1], x1, w);
-            acc[kk][2] = _mm256_dpbusd_avx_epi32(acc[kk][2], x2, w);
-          }
-        }
-      }
-      for (std::uint64_t kk = 0; kk < 4; ++kk)
-        for (std::uint64_t v = 0; v < 3; ++v)
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + (k0 + kk) * qp + q0 + 8 * v),
-                              acc[kk][v]);
-    }
+void gemm_quads_avx512vnni(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
+                           const std::uint64_t* q, std::uint64_t n, std::uint64_t s_begin,
+                           std::uint64_t s_end, bool accumulate, std::int32_t* y) {
+  if (blocks == 2)
+    gemm_blocks_vnni<2>(op, kb, q, n, s_begin, s_end, accumulate, y);
+  else if (blocks == 1)
+    gemm_blocks_vnni<1>(op, kb, q, n, s_begin, s_end, accumulate, y);
+  else
+    fail("dense_conv: {} blocks of output channels in one GEMM tile call", blocks);
 }
+
+#undef NPUKIT_AVX512VNNI
 
 #else
 
-void quad_tiles_avx512vnni(const PackedQuads&, std::uint64_t, std::uint64_t, std::uint64_t, bool,
-                           std::int32_t*) {
+void gemm_quads_avx512vnni(const GemmOperands&, std::uint64_t, std::uint64_t, const std::uint64_t*,
+                           std::uint64_t, std::uint64_t, std::uint64_t, bool, std::int32_t*) {
   fail("dense_conv: AVX-512 VNNI tiles on a CPU that is not x86");
-}
-void quad_tiles_avxvnni(const PackedQuads&, std::uint64_t, std::uint64_t, std::uint64_t, bool,
-                        std::int32_t*) {
-  fail("dense_conv: AVX-VNNI tiles on a CPU that is not x86");
 }
 
 #endif
