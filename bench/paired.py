@@ -25,7 +25,8 @@ the noise of two whole processes to each round.) The test images are repeated cy
 ratio pairs measurements taken within seconds of each other; the table gives the median round
 (by CPU ratio) and the spread of the ratios. A second row takes each at its fastest over the
 rounds: on a machine shared with others, interference only adds time.
-Both wall time and CPU time (user + system) are reported: on a shared, loaded machine wall time
+The table's header names the SIMD level npukit's kernels ran at (`simd` in eval's --json;
+NPUKIT_ISA forces one). Both wall time and CPU time (user + system) are reported: on a shared, loaded machine wall time
 includes waiting for a core, so compare CPU time there (and say so). Needs bench/ort's
 node_modules (`cd bench/ort && npm ci --ignore-scripts`).
 """
@@ -60,6 +61,7 @@ def timed(cmd):
 
 
 PEAK_KIB = {}
+SIMD = set()  # the SIMD levels npukit eval reported (`simd` in its --json)
 
 
 def npy_rows(path):
@@ -174,6 +176,7 @@ def main():
             timed([a.npukit, "eval", f("prog"), "--data", images, "--labels", f("labels.npy"),
                    "--limit", str(n), "-q", "--threads", str(t), "--json", out])
             j = json.load(open(out))
+            SIMD.add(j.get("simd", "unknown"))
             return j["warm_seconds_per_image"], j["warm_cpu_seconds_per_image"]
         rounds = []
         for _ in range(a.repeats):
@@ -193,7 +196,8 @@ def main():
             iw, ic = ort(f("int8.onnx"), f"{inp}={images}", "disabled", t, f(f"ort_i8_{t}.json"))
             rows.append(("eval (device model), per image", t, ew, ec, iw, ic,
                          "onnxruntime int8 activations, optimizations disabled", ""))
-    print(f"## {name}: npukit against onnxruntime-node, paired ({os.cpu_count()} cores)\n")
+    print(f"## {name}: npukit against onnxruntime-node, paired ({os.cpu_count()} cores, npukit's "
+          f"{' / '.join(sorted(SIMD))} kernels)\n")
     print("| what | threads | npukit wall ms | npukit CPU ms | reference | ref wall ms | ref CPU ms "
           "| ratio wall | ratio CPU | ratio CPU spread |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -204,7 +208,8 @@ def main():
           ", ".join(f"{k} {v / 1024:.0f} MiB" for k, v in sorted(PEAK_KIB.items())))
     json.dump({"rows": [dict(zip(["what", "threads", "npukit_wall_s", "npukit_cpu_s", "ref_wall_s",
                                   "ref_cpu_s", "reference", "ratio_cpu_spread"], r)) for r in rows],
-               "npukit_peak_kib": PEAK_KIB}, open(f("paired.json"), "w"), indent=1)
+               "npukit_peak_kib": PEAK_KIB, "npukit_simd": sorted(SIMD)},
+              open(f("paired.json"), "w"), indent=1)
 
 
 if __name__ == "__main__":

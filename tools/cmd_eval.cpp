@@ -1,6 +1,7 @@
 // npukit eval model.onnx|DIR --data X.npy --labels Y.npy [--float model.onnx] [--limit N]
 // Options and printing only: the evaluation is analysis::evaluate (analysis/evaluate.h).
 #include "analysis/evaluate.h"
+#include "common/cpu.h"
 #include "common/error.h"
 #include "common/file_io.h"
 #include "common/npy.h"
@@ -228,8 +229,10 @@ void run(const EvalArgs& a) {
       r.cycles_per_image(), r.cycles_per_image() / clock_khz, clock_khz / 1e3, 1e3 * r.seconds / n);
   if (r.warm_images > 0)
     std::cout << fmt::format(
-        "after each worker's first image: {:.2f} ms wall, {:.2f} ms CPU per image ({} images)\n",
-        1e3 * r.warm_seconds_per_image(), 1e3 * r.warm_cpu_seconds_per_image(), r.warm_images);
+        "after each worker's first image: {:.2f} ms wall, {:.2f} ms CPU per image ({} images, "
+        "{} kernels)\n",
+        1e3 * r.warm_seconds_per_image(), 1e3 * r.warm_cpu_seconds_per_image(), r.warm_images,
+        npukit::cpu::name(npukit::cpu::active()));
 
   std::cout << npukit::tools::segment_table(m, r.segments, n);
   if (!a.stats_json.empty())
@@ -251,7 +254,9 @@ void run(const EvalArgs& a) {
                      {"seconds_per_image", r.seconds / n},
                      {"warm_images", r.warm_images},
                      {"warm_seconds_per_image", r.warm_seconds_per_image()},
-                     {"warm_cpu_seconds_per_image", r.warm_cpu_seconds_per_image()}};
+                     {"warm_cpu_seconds_per_image", r.warm_cpu_seconds_per_image()},
+                     // The SIMD level the kernels ran at (common/cpu.h; NPUKIT_ISA forces one).
+                     {"simd", npukit::cpu::name(npukit::cpu::active())}};
     if (r.has_float) {
       j["float_top1"] = r.float_top1();
       j["float_correct"] = r.float_correct;

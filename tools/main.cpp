@@ -1,4 +1,5 @@
 // npukit: one git-style command line over every layer of the toolchain.
+#include "common/cpu.h"
 #include "common/error.h"
 #include "common/parallel.h"
 #include "tools/command_registry.h"
@@ -73,7 +74,17 @@ int main(int argc, char** argv) {
   restart_with_passive_openmp(argc, argv);
   CLI::App app{
       "npukit: ONNX to Gati GML compiler, bit-exact Gati device model, NVDLA LUT and XS3 kernels"};
-  app.set_version_flag("--version", std::string("npukit ") + NPUKIT_VERSION + " (Gati ISA v16)");
+  // The SIMD level too: speed figures mean little without it (common/cpu.h, NPUKIT_ISA).
+  app.set_version_flag("--version", [] {
+    std::string simd;
+    try {
+      simd = fmt::format("SIMD kernels {} of {}", npukit::cpu::name(npukit::cpu::active()),
+                         npukit::cpu::supported_names());
+    } catch (const npukit::Error& e) {
+      simd = e.what();
+    }
+    return std::string("npukit ") + NPUKIT_VERSION + " (Gati ISA v16; " + simd + ")";
+  });
   app.require_subcommand(1);
   app.fallthrough(false);
 

@@ -1,5 +1,6 @@
 // npukit run, compare and eval, run as the real binary on the bundled digits model (quantized
 // into a temporary directory first), and their errors for bad inputs.
+#include "common/cpu.h"
 #include "common/npy.h"
 #include "ir/tensor_util.h"
 #include "isa/manifest.h"
@@ -263,6 +264,23 @@ TEST_F(RuntimeCli, EvalLimitAndQuiet) {
   EXPECT_THAT(r.out, HasSubstr("7 images of"));
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("evaluating [")));
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("float (reference")));
+}
+
+// The SIMD level the kernels ran at, in the report and the JSON, as NPUKIT_ISA forced it (speed
+// figures mean little without it); and in --version with the levels this CPU has.
+TEST_F(RuntimeCli, EvalAndVersionNameTheSimdLevel) {
+  ASSERT_EQ(::setenv("NPUKIT_ISA", "scalar", 1), 0);
+  const std::string json_file = file("eval_simd.json").string();
+  Result r = run_npukit("eval " + model_ + " -q --limit 9 --data " + kDigits +
+                        "X_test.npy --labels " + kDigits + "y_test.npy --json " + json_file);
+  Result v = run_npukit("--version");
+  ::unsetenv("NPUKIT_ISA");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("images, scalar kernels)"));
+  std::ifstream jf(json_file);
+  EXPECT_EQ(nlohmann::json::parse(jf)["simd"], "scalar");
+  ASSERT_EQ(v.status, 0) << v.out;
+  EXPECT_THAT(v.out, HasSubstr("SIMD kernels scalar of " + npukit::cpu::supported_names()));
 }
 
 TEST_F(RuntimeCli, MissingInputFileIsAnError) {
