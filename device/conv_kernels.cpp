@@ -503,7 +503,7 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
     std::uint32_t* x = p.x.data();
     for (std::uint64_t i = 0, n = p.quads * p.plane_words; i < n; ++i) x[i] ^= 0x80808080u;
   }
-  p.kn_padded = (c.kn + kTileK4 - 1) / kTileK4 * kTileK4;
+  p.kn_padded = (c.kn + kGemmBlock - 1) / kGemmBlock * kGemmBlock;
   PackedWeights* kept = c.packs ? (bias ? &c.packs->quads128 : &c.packs->quads0) : nullptr;
   std::vector<std::uint32_t>& w = kept ? kept->w : p.w;
   std::vector<std::uint32_t>& offset_first = kept ? kept->offset_first : p.offset_first;
@@ -516,7 +516,7 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
     offset_first.assign(c.kn, 0);
     offset_all.assign(c.kn, 0);
     for (std::uint64_t k = 0; k < c.kn; ++k) {
-      const std::uint64_t kb = k / kTileK4, kk = k % kTileK4;
+      const std::uint64_t kb = k / kGemmBlock, kk = k % kGemmBlock;
       const std::int8_t* wk = c.weights + k * c.plane_count * p.taps;
       std::uint32_t sum_first = 0, sum_all = 0;
       for (std::uint64_t qd = 0; qd < p.quads; ++qd)
@@ -530,12 +530,12 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
             sum_all += static_cast<std::uint32_t>(std::int32_t{v});
             if (qd < p.split_quads) sum_first += static_cast<std::uint32_t>(std::int32_t{v});
           }
-          w[((kb * p.quads + qd) * p.taps + t) * kTileK4 + kk] = word;
+          w[((kb * p.quads + qd) * p.taps + t) * kGemmBlock + kk] = word;
         }
       offset_first[k] = bias * sum_first;
       offset_all[k] = bias * sum_all;
     }
-    live_steps(w, p.quads, p.taps, kTileK4, live, live_w);
+    live_steps(w, p.quads, p.taps, kGemmBlock, live, live_w);
     step_pairs = {};
     // The AVX2 GEMM form's operands (_mm256_maddubs_epi16 on inputs 0..127).
     if (bias == 0)
@@ -567,11 +567,7 @@ void gemm_scalar(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
       for (std::uint64_t j = 0; j < kGemmBlock; ++j) {
         std::int32_t& out = y[i * kGemmK + b * kGemmBlock + j];
         std::uint32_t sum = accumulate ? static_cast<std::uint32_t>(out) : 0;
-        const std::uint64_t k = (kb + b) * kGemmBlock + j;
-        if (op.start_first && s_begin < op.split)
-          sum += static_cast<std::uint32_t>(op.start_first[k]);
-        if (op.start_second && s_end > op.split)
-          sum += static_cast<std::uint32_t>(op.start_second[k]);
+        sum += static_cast<std::uint32_t>(op.start((kb + b) * kGemmBlock + j, s_begin, s_end));
         for (std::uint64_t s = s_begin; s < s_end; ++s)
           sum += static_cast<std::uint32_t>(product(
               op.x[static_cast<std::uint64_t>(op.offset[s]) + q[i]], w[s * kGemmBlock + j]));
@@ -690,8 +686,9 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
     op.x = p.x.data(), op.w = p.live_w_data, taps = p.taps, live = p.live;
     wq = p.wq, kn_padded = p.kn_padded, split = p.split_quads, plane_words = p.plane_words;
     tap_offset = p.tap_offset.data();
-    if (!shifted) set_step_pairs(*p.step_pairs, op);
-    if (shifted) {  // each phase's sums start at -128 * the sum of its weights
+    if (!shifted) {
+      set_step_pairs(*p.step_pairs, op);
+    } else {  // each phase's sums start at -128 * the sum of its weights
       std::vector<std::int32_t>& start = thread_buffer<std::int32_t, GemmStartTag>();
       start.assign(2 * kn_padded, 0);
       for (std::uint64_t k = 0; k < c.kn; ++k) {

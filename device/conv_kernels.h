@@ -288,6 +288,10 @@ void pack(const DenseConv& conv, Packed& p, std::uint64_t tile_k = kTileK,
 void tiles_scalar(const Packed& p, std::uint64_t kb, std::uint64_t pair_begin,
                   std::uint64_t pair_end, bool accumulate, std::int32_t* y);
 
+// Output channels per weight block of the packed operands, and per vector of the GEMM form's
+// tiles (below).
+constexpr std::uint64_t kGemmBlock = 8;
+
 // The GEMM form's u8 quad operands: channels in quads (each phase padded to a multiple of 4 with
 // zero channels), one 32-bit word per pixel holding the 4 channels as u8 = x + bias, weights as
 // 4 s8 per word, and per output channel bias * the sum of its weights over the first phase and
@@ -304,7 +308,7 @@ struct PackedQuads {
   // image's words, or interleaved at stride 1) a reused buffer keeps its largest size
   // (grow_words), and the words past those are left over from earlier layers.
   std::vector<std::uint32_t> x;
-  std::vector<std::uint32_t> w;  // [kn_padded / kTileK4][quads][taps][kTileK4]
+  std::vector<std::uint32_t> w;  // [kn_padded / kGemmBlock][quads][taps][kGemmBlock]
   std::vector<std::uint32_t> offset_first, offset_all;  // per output channel
   // w, offset_first and offset_all's data, or those of the DenseConv::packs copy.
   const std::uint32_t *w_data = nullptr, *offset_first_data = nullptr, *offset_all_data = nullptr;
@@ -316,8 +320,6 @@ struct PackedQuads {
   StepPairs own_pairs;
   const StepPairs* step_pairs = nullptr;
 };
-
-constexpr std::uint64_t kTileK4 = 8;  // output channels per weight block
 
 // Interleaves 4 int8 planes of n values into n words (byte b of dst[i] = src[b][i], 0 for a
 // null src[b]) and says whether every value read was >= 0 (the AVX2 one is vector work).
@@ -344,10 +346,9 @@ bool inputs_nonnegative(const DenseConv& conv);
 // lanes (7x7: 7 x 9 = 63 virtual outputs padded to 64 or 72 for 49 pixels): a vector holds 8
 // output channels of one pixel, each (channel pair or quad, tap) broadcasts the pixel's input
 // word and multiplies it by the weight words of 8 output channels, so every lane is a real
-// output. Operands are those of pack (tile_k = kGemmBlock) or pack_quads (bias 0, whose weight
-// blocks are kTileK4 = kGemmBlock channels): words of 2 int16 (pairs) or 4 u8 (quads, every
-// input 0..127) channels, weights [kn_padded / 8][groups][taps][8].
-constexpr std::uint64_t kGemmBlock = 8;    // output channels per vector
+// output. Operands are those of pack (tile_k = kGemmBlock) or pack_quads (whose weight blocks
+// are kGemmBlock channels): words of 2 int16 (pairs) or 4 u8 (quads) channels, weights
+// [kn_padded / 8][groups][taps][8].
 constexpr std::uint64_t kGemmK = 64;       // output channels per work unit (y row)
 constexpr std::uint64_t kGemmPixels = 64;  // output pixels per work unit
 struct GemmOperands {
@@ -371,6 +372,17 @@ struct GemmOperands {
   // (start_first[k], start_second[k]); null with the plain quads and the pairs (start at 0).
   const std::int32_t* start_first = nullptr;
   const std::int32_t* start_second = nullptr;
+  // Whether the sums of steps [s_begin, s_end) start anywhere but 0 (s_begin and s_end are 0,
+  // split or steps: whole phases), and where output channel k's do (wrapping, like the sums).
+  bool starts(std::uint64_t s_begin, std::uint64_t s_end) const {
+    return start_first && (s_begin < split || s_end > split);
+  }
+  std::int32_t start(std::uint64_t k, std::uint64_t s_begin, std::uint64_t s_end) const {
+    if (!start_first) return 0;
+    const std::uint32_t first = s_begin < split ? static_cast<std::uint32_t>(start_first[k]) : 0;
+    const std::uint32_t second = s_end > split ? static_cast<std::uint32_t>(start_second[k]) : 0;
+    return static_cast<std::int32_t>(first + second);
+  }
 };
 // op's pairs from the packing's (none when pair_steps did not run). Whether a group takes pairs
 // rests on single_begin alone: when every step pairs, singles is empty (and may be null).

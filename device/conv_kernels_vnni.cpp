@@ -76,15 +76,9 @@ NPUKIT_AVX512VNNI static void gemm_blocks_vnni(const GemmOperands& op, std::uint
   const std::uint32_t* w = op.w + kb * op.steps * kGemmBlock;
   // The offset quads' start of these steps' sums (GemmOperands::start_first / start_second).
   alignas(32) std::int32_t start_lanes[V * kGemmBlock];
-  const bool first = s_begin < op.split;
-  const bool second = s_end > op.split;
-  const std::int32_t* start = op.start_first && (first || second) ? start_lanes : nullptr;
-  for (std::uint64_t j = 0; start && j < V * kGemmBlock; ++j) {
-    const std::uint64_t k = kb * kGemmBlock + j;
-    start_lanes[j] =
-        static_cast<std::int32_t>((first ? static_cast<std::uint32_t>(op.start_first[k]) : 0u) +
-                                  (second ? static_cast<std::uint32_t>(op.start_second[k]) : 0u));
-  }
+  const std::int32_t* start = op.starts(s_begin, s_end) ? start_lanes : nullptr;
+  for (std::uint64_t j = 0; start && j < V * kGemmBlock; ++j)
+    start_lanes[j] = op.start(kb * kGemmBlock + j, s_begin, s_end);
   std::uint64_t i = 0;
   for (; i + P <= n; i += P)
     gemm_tile_vnni<P, V>(op, w, start, q + i, s_begin, s_end, accumulate, y + i * kGemmK);
