@@ -72,36 +72,48 @@ NPUKIT_AVX512VNNI static void gemm_blocks_vnni(const GemmOperands& op, std::uint
                                                const std::uint64_t* q, std::uint64_t n,
                                                std::uint64_t s_begin, std::uint64_t s_end,
                                                bool accumulate, std::int32_t* y) {
-  constexpr int P = 8;
+  constexpr int P = 8;  // the largest tile: the switch below has a case per size up to it
   const std::uint32_t* w = op.w + kb * op.steps * kGemmBlock;
   // The offset quads' start of these steps' sums (GemmOperands::start_first / start_second).
   alignas(32) std::int32_t start_lanes[V * kGemmBlock];
   const std::int32_t* start = op.starts(s_begin, s_end) ? start_lanes : nullptr;
   for (std::uint64_t j = 0; start && j < V * kGemmBlock; ++j)
     start_lanes[j] = op.start(kb * kGemmBlock + j, s_begin, s_end);
-  std::uint64_t i = 0;
-  for (; i + P <= n; i += P)
-    gemm_tile_vnni<P, V>(op, w, start, q + i, s_begin, s_end, accumulate, y + i * kGemmK);
-  const auto rest = [&](auto tile) NPUKIT_AVX512VNNI {
-    tile(op, w, start, q + i, s_begin, s_end, accumulate, y + i * kGemmK);
-  };
-  switch (n - i) {
-    case 7:
-      return rest(gemm_tile_vnni<7, V>);
-    case 6:
-      return rest(gemm_tile_vnni<6, V>);
-    case 5:
-      return rest(gemm_tile_vnni<5, V>);
-    case 4:
-      return rest(gemm_tile_vnni<4, V>);
-    case 3:
-      return rest(gemm_tile_vnni<3, V>);
-    case 2:
-      return rest(gemm_tile_vnni<2, V>);
-    case 1:
-      return rest(gemm_tile_vnni<1, V>);
-    default:
-      return;
+  // Pixels in ceil(n / P) tiles of as equal a size as can be (49 = 7 x 7, not 6 x 8 + 1): a
+  // tile of few pixels has few independent sums, and its steps wait on vpdpbusd's latency.
+  const std::uint64_t tiles = (n + P - 1) / P;
+  for (std::uint64_t t = 0, i = 0; t < tiles; ++t) {
+    const std::uint64_t size = (n - i) / (tiles - t) + ((n - i) % (tiles - t) != 0);
+    const auto run = [&](auto tile) NPUKIT_AVX512VNNI {
+      tile(op, w, start, q + i, s_begin, s_end, accumulate, y + i * kGemmK);
+    };
+    switch (size) {
+      case 8:
+        run(gemm_tile_vnni<8, V>);
+        break;
+      case 7:
+        run(gemm_tile_vnni<7, V>);
+        break;
+      case 6:
+        run(gemm_tile_vnni<6, V>);
+        break;
+      case 5:
+        run(gemm_tile_vnni<5, V>);
+        break;
+      case 4:
+        run(gemm_tile_vnni<4, V>);
+        break;
+      case 3:
+        run(gemm_tile_vnni<3, V>);
+        break;
+      case 2:
+        run(gemm_tile_vnni<2, V>);
+        break;
+      default:
+        run(gemm_tile_vnni<1, V>);
+        break;
+    }
+    i += size;
   }
 }
 
