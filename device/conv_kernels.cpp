@@ -27,7 +27,6 @@ struct TileTag;
 struct QuadChannelTag;
 struct WordsChannelTag;  // words_in_place's own: pack_quads calls it holding QuadChannelTag's
 struct GemmOffsetTag;
-struct GemmStartTag;
 
 std::uint32_t pair_word(std::int8_t lo, std::int8_t hi) {
   return static_cast<std::uint32_t>(static_cast<std::uint16_t>(std::int16_t{lo})) |
@@ -513,8 +512,8 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
   StepPairs& step_pairs = kept ? kept->step_pairs : p.own_pairs;
   const auto fill = [&] {
     w.assign(p.kn_padded * p.quads * p.taps, 0);
-    offset_first.assign(c.kn, 0);
-    offset_all.assign(c.kn, 0);
+    offset_first.assign(p.kn_padded, 0);  // the tiles read a whole block's
+    offset_all.assign(p.kn_padded, 0);
     for (std::uint64_t k = 0; k < c.kn; ++k) {
       const std::uint64_t kb = k / kGemmBlock, kk = k % kGemmBlock;
       const std::int8_t* wk = c.weights + k * c.plane_count * p.taps;
@@ -689,14 +688,7 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
     if (!shifted) {
       set_step_pairs(*p.step_pairs, op);
     } else {  // each phase's sums start at -128 * the sum of its weights
-      std::vector<std::int32_t>& start = thread_buffer<std::int32_t, GemmStartTag>();
-      start.assign(2 * kn_padded, 0);
-      for (std::uint64_t k = 0; k < c.kn; ++k) {
-        start[k] = static_cast<std::int32_t>(0u - p.offset_first_data[k]);
-        start[kn_padded + k] =
-            static_cast<std::int32_t>(p.offset_first_data[k] - p.offset_all_data[k]);
-      }
-      op.start_first = start.data(), op.start_second = start.data() + kn_padded;
+      op.offset_first = p.offset_first_data, op.offset_all = p.offset_all_data;
     }
   } else {
     Packed& p = packed_pairs;

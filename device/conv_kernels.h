@@ -309,7 +309,7 @@ struct PackedQuads {
   // (grow_words), and the words past those are left over from earlier layers.
   std::vector<std::uint32_t> x;
   std::vector<std::uint32_t> w;  // [kn_padded / kGemmBlock][quads][taps][kGemmBlock]
-  std::vector<std::uint32_t> offset_first, offset_all;  // per output channel
+  std::vector<std::uint32_t> offset_first, offset_all;  // per output channel, 0 past kn
   // w, offset_first and offset_all's data, or those of the DenseConv::packs copy.
   const std::uint32_t *w_data = nullptr, *offset_first_data = nullptr, *offset_all_data = nullptr;
   // As Packed's.
@@ -367,21 +367,23 @@ struct GemmOperands {
   const std::uint32_t* singles = nullptr;
   const std::uint32_t* single_begin = nullptr;
   std::uint64_t split = 0;
-  // The u8 quads as x + 128 (signed inputs, the VNNI tiles): where output channel k's sums of
-  // steps [0, split) and [split, steps) start, -128 times the sum of its weights in them
-  // (start_first[k], start_second[k]); null with the plain quads and the pairs (start at 0).
-  const std::int32_t* start_first = nullptr;
-  const std::int32_t* start_second = nullptr;
+  // The u8 quads as x + 128 (signed inputs, the VNNI tiles): PackedQuads' offset_first and
+  // offset_all, by how much output channel k's sums over steps [0, split) and over every step
+  // come out too high (128 times the sum of its weights in them); null with the plain quads and
+  // the pairs.
+  const std::uint32_t* offset_first = nullptr;
+  const std::uint32_t* offset_all = nullptr;
   // Whether the sums of steps [s_begin, s_end) start anywhere but 0 (s_begin and s_end are 0,
-  // split or steps: whole phases), and where output channel k's do (wrapping, like the sums).
+  // split or steps: whole phases), and where output channel k's do: minus the offset of those
+  // steps, which is the offset up to s_end less the offset up to s_begin (wrapping, like the sums).
   bool starts(std::uint64_t s_begin, std::uint64_t s_end) const {
-    return start_first && (s_begin < split || s_end > split);
+    return offset_first && (s_begin < split || s_end > split);
   }
   std::int32_t start(std::uint64_t k, std::uint64_t s_begin, std::uint64_t s_end) const {
-    if (!start_first) return 0;
-    const std::uint32_t first = s_begin < split ? static_cast<std::uint32_t>(start_first[k]) : 0;
-    const std::uint32_t second = s_end > split ? static_cast<std::uint32_t>(start_second[k]) : 0;
-    return static_cast<std::int32_t>(first + second);
+    if (!offset_first) return 0;
+    const std::uint32_t before = s_begin < split ? 0 : offset_first[k];
+    const std::uint32_t upto = s_end > split ? offset_all[k] : offset_first[k];
+    return static_cast<std::int32_t>(before - upto);
   }
 };
 // op's pairs from the packing's (none when pair_steps did not run). Whether a group takes pairs
@@ -410,7 +412,7 @@ LanesOutFn lanes_out_scalar, lanes_out_avx2;
 // dense_conv in the GEMM form: on u8 quads with quad_tiles when it is given and every input is
 // 0..127 (checked by `interleave` while packing at stride 1, by inputs_nonnegative before it
 // otherwise), else, with offset_quads, on u8 quads of x + 128 with quad_tiles (which must honour
-// GemmOperands::start_first / start_second), else on int16 pairs with pair_tiles; out
+// GemmOperands::offset_first / offset_all), else on int16 pairs with pair_tiles; out
 // transposes the results. When words_in_place holds, the operands are packed (and checked) from
 // conv.words by `rows`. With a `sink`, the y rows go to it instead of acc (dense_conv_rows; acc
 // unused).

@@ -145,7 +145,7 @@ __attribute__((target("avx2"))) static void gemm_avx2(const GemmOperands& op, st
                                                       std::uint64_t n, std::uint64_t s_begin,
                                                       std::uint64_t s_end, bool accumulate,
                                                       std::int32_t* y) {
-  if (op.start_first)  // _mm256_maddubs_epi16 would saturate on x + 128
+  if (op.offset_first)  // _mm256_maddubs_epi16 would saturate on x + 128
     fail("dense_conv: the AVX2 tiles were given u8 quads of x + 128");
   if (kQuads && op.single_begin && (kb % 2 || (s_begin != 0 && s_begin != op.split)))
     fail("dense_conv: u8 quad pairs from block {} and step {} (an odd block, or inside a phase)",

@@ -3,7 +3,7 @@
 // per product quad where AVX2 takes two or three: vpdpbusd multiplies a pixel's 4 u8 channel
 // inputs by 4 s8 weights of each output channel and adds the 4 products into its int32 lane. The
 // inputs are x (all 0..127) or x + 128 (any int8; the sums then start at -128 times the weights'
-// sum, GemmOperands::start_first / start_second). vpdpbusd wraps in 32 bits and the sums fit
+// sum, GemmOperands::offset_first / offset_all). vpdpbusd wraps in 32 bits and the sums fit
 // int32 by the bound in conv_kernels.cpp, so they are exact. The paired steps of the AVX2 u8
 // tiles (pair_steps) are not needed: there is no int16 stage.
 // ymm, not zmm: the weights of 8 channels are the operands' block (kGemmBlock) and a Zen 4 core
@@ -74,7 +74,7 @@ NPUKIT_AVX512VNNI static void gemm_blocks_vnni(const GemmOperands& op, std::uint
                                                bool accumulate, std::int32_t* y) {
   constexpr int P = 8;  // the largest tile: the switch below has a case per size up to it
   const std::uint32_t* w = op.w + kb * op.steps * kGemmBlock;
-  // The offset quads' start of these steps' sums (GemmOperands::start_first / start_second).
+  // The offset quads' start of these steps' sums (GemmOperands::offset_first / offset_all).
   alignas(32) std::int32_t start_lanes[V * kGemmBlock];
   const std::int32_t* start = op.starts(s_begin, s_end) ? start_lanes : nullptr;
   for (std::uint64_t j = 0; start && j < V * kGemmBlock; ++j)
