@@ -6,8 +6,8 @@
 // scalar one (the reference), and from AVX2 up the GEMM form below (output channels in the lanes:
 // int16 channel pairs, or, when every input of the call is 0..127, u8 channel quads), whose tiles
 // are AVX2 (_mm256_madd_epi16 on the pairs, _mm256_maddubs_epi16 on the quads) or, at the AVX-512
-// VNNI level, vpdpwssd and vpdpbusd on the same operands. Tests compare every path the CPU has
-// with the scalar one and with a plain nested loop.
+// VNNI level, vpdpbusd on u8 quads only (of x + 128 when an input is negative). Tests compare
+// every path the CPU has with the scalar one and with a plain nested loop.
 #pragma once
 
 #include "common/cpu.h"
