@@ -8,6 +8,8 @@
 #include "device/eltwise.h"
 #include "device/quantizer_avx2.h"
 
+#include <algorithm>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -109,6 +111,7 @@ __attribute__((target("avx2"))) std::uint64_t quantized_blocks(
   std::uint64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     __m256i q[4];
+#pragma GCC unroll 4
     for (int k = 0; k < 4; ++k)
       q[k] = quant.template operator()<kAct>(
           lanes.template operator()<kType, kZeroPoints>(a + i + 8 * k, b + i + 8 * k, wrapped));
@@ -126,13 +129,105 @@ __attribute__((target("avx2"))) std::uint64_t quantized_blocks(
              ? quantized_blocks<kType, kAct, false>(p, a, b, out, n, quant, wrapped)
              : quantized_blocks<kType, kAct, true>(p, a, b, out, n, quant, wrapped);
 }
+
+// Add and sub with both zero points 0 (the compiler's symmetric activations), in 16-bit limbs.
+// The quantizer's input is v = a * A + b * B (a, b the int8 operands, A and B their scales, B
+// negated for sub), and its output floor((v * s + h) / 2^T) before the int8 clamp, so with
+// C_a = A * s and C_b = B * s the whole product is a * C_a + b * C_b + h. Split each C into
+// c1 * 2^16 + c0, c0 in [-2^15, 2^15) and c1 in int16 (checked: |C| below about 2^31), and
+// h into H * 2^16 + h0, h0 in [0, 2^16). Then, for T >= 16,
+//   floor((v * s + h) / 2^T) = floor((S1 + H + floor((S0 + h0) / 2^16)) / 2^(T - 16)),
+// S_k = a * c_k,a + b * c_k,b: one _mm256_madd_epi16 on the operands as int16 pairs each. Every
+// sum fits int32 (|S_k| <= 2^23, |H| <= 2^25), so the result is exact for every input without
+// the clamp to the quantizer's input bounds; the saturating packs then clamp it to int8.
+struct LimbPlan {
+  bool usable = false;
+  std::int16_t c0_a = 0, c0_b = 0, c1_a = 0, c1_b = 0;
+  std::int32_t h0 = 0, h_high = 0;
+  int count = 0;  // T - 16
+};
+LimbPlan limb_plan(const EltwiseLaneParams& p, std::int32_t scale, int shift, int fp_cast_shift) {
+  LimbPlan plan;
+  const int total = shift + fp_cast_shift;
+  if (p.a_zero != 0 || p.b_zero != 0 || total < 16 || total > 62 ||
+      (p.type != isa::EltType::kAdd && p.type != isa::EltType::kSub))
+    return plan;
+  const std::int64_t b_scale = p.type == isa::EltType::kSub ? -std::int64_t{p.b_scale} : p.b_scale;
+  bool fits = true;
+  auto split = [&](std::int64_t c, std::int16_t& low, std::int16_t& high) {
+    const std::int64_t c0 = ((c + 0x8000) & 0xFFFF) - 0x8000;
+    const std::int64_t c1 = (c - c0) >> 16;
+    fits = fits && c1 >= -32768 && c1 <= 32767;
+    low = static_cast<std::int16_t>(c0);
+    high = static_cast<std::int16_t>(std::clamp<std::int64_t>(c1, -32768, 32767));
+  };
+  split(std::int64_t{p.a_scale} * scale, plan.c0_a, plan.c1_a);
+  split(b_scale * scale, plan.c0_b, plan.c1_b);
+  const std::int64_t h = rounding_addend(shift, fp_cast_shift);
+  plan.h0 = static_cast<std::int32_t>(h & 0xFFFF);
+  plan.h_high = static_cast<std::int32_t>(h >> 16);  // < 2^45 / 2^16: see the bound above
+  plan.count = total - 16;
+  plan.usable = fits && (h >> 16) < (std::int64_t{1} << 26);
+  return plan;
+}
+
+// 32 values a step (LimbPlan): the operands' bytes widened to int16 (a, b) pairs, 8 per vector
+// in the order [0..3 | 8..11], [4..7 | 12..15], [16..19 | 24..27], [20..23 | 28..31], which the
+// two packs put back in order but for the 64-bit quarters' swap the permute undoes.
+template <int kAct>
+__attribute__((target("avx2"))) std::uint64_t limb_blocks(const LimbPlan& plan,
+                                                          const std::int8_t* a,
+                                                          const std::int8_t* b, std::uint8_t* out,
+                                                          std::uint64_t n, std::int32_t clip) {
+  auto pair = [](std::int16_t for_a, std::int16_t for_b) {  // (a, b) pairs' multipliers
+    return static_cast<std::int32_t>(
+        (static_cast<std::uint32_t>(static_cast<std::uint16_t>(for_b)) << 16) |
+        static_cast<std::uint16_t>(for_a));
+  };
+  const __m256i c0 = _mm256_set1_epi32(pair(plan.c0_a, plan.c0_b));
+  const __m256i c1 = _mm256_set1_epi32(pair(plan.c1_a, plan.c1_b));
+  const __m256i h0 = _mm256_set1_epi32(plan.h0), h_high = _mm256_set1_epi32(plan.h_high);
+  const __m128i count = _mm_cvtsi32_si128(plan.count);
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i high = _mm256_set1_epi8(static_cast<char>(std::min(clip, std::int32_t{127})));
+  const auto quantize = [&](__m256i pairs) __attribute__((target("avx2"))) {
+    const __m256i carry = _mm256_srai_epi32(_mm256_add_epi32(_mm256_madd_epi16(pairs, c0), h0), 16);
+    const __m256i sum =
+        _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(pairs, c1), h_high), carry);
+    return _mm256_sra_epi32(sum, count);
+  };
+  std::uint64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i va = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));
+    const __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i));
+    const __m256i a_lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(va));
+    const __m256i a_hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(va, 1));
+    const __m256i b_lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(vb));
+    const __m256i b_hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(vb, 1));
+    const __m256i r0 = quantize(_mm256_unpacklo_epi16(a_lo, b_lo));
+    const __m256i r1 = quantize(_mm256_unpackhi_epi16(a_lo, b_lo));
+    const __m256i r2 = quantize(_mm256_unpacklo_epi16(a_hi, b_hi));
+    const __m256i r3 = quantize(_mm256_unpackhi_epi16(a_hi, b_hi));
+    __m256i bytes = _mm256_permute4x64_epi64(
+        _mm256_packs_epi16(_mm256_packs_epi32(r0, r1), _mm256_packs_epi32(r2, r3)), 0xD8);
+    if constexpr (kAct == 1) bytes = _mm256_min_epi8(bytes, high);
+    if constexpr (kAct >= 0) bytes = _mm256_max_epi8(bytes, zero);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), bytes);
+  }
+  return i;
+}
 }  // namespace
 
 __attribute__((target("avx2"))) std::uint64_t eltwise_quantized_bytes_avx2(
     const EltwiseLaneParams& p, const std::int8_t* a, const std::int8_t* b, std::uint8_t* out,
     std::uint64_t n, std::int32_t scale, int shift, int fp_cast_shift, int act, std::int32_t clip) {
   std::uint64_t wrapped = 0, i = 0;
-  if (p.type == isa::EltType::kAdd || p.type == isa::EltType::kSub) {
+  const LimbPlan plan = limb_plan(p, scale, shift, fp_cast_shift);
+  if (plan.usable) {
+    i = act == 0   ? limb_blocks<0>(plan, a, b, out, n, clip)
+        : act == 1 ? limb_blocks<1>(plan, a, b, out, n, clip)
+                   : limb_blocks<-1>(plan, a, b, out, n, clip);
+  } else if (p.type == isa::EltType::kAdd || p.type == isa::EltType::kSub) {
     const Quantizer quant(scale, shift, fp_cast_shift, clip);
     const bool add = p.type == isa::EltType::kAdd;
     using isa::EltType;
