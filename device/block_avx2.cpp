@@ -260,7 +260,36 @@ __attribute__((target("avx2"))) void tail_rows(
       pair_ok[j] = _mm256_cmpgt_epi32(cn, _mm256_setr_epi32(2 * j, 2 * j, 2 * j, 2 * j, 2 * j + 1,
                                                             2 * j + 1, 2 * j + 1, 2 * j + 1));
     const std::int32_t* yg = y + g * 8;
-    for (std::uint64_t i = 0; i < n; i += 4) {
+    std::uint64_t i = 0;
+    if (width == 1 && !accumulant_pages && c0 + 8 <= t.channels) {
+      // Whole words (4 pixels, 8 channels, no accumulants): the packs clamp to int8, so the
+      // activation is one or two byte compares per word, and nothing is masked.
+      const __m256i zero = _mm256_setzero_si256();
+      const __m256i clip8 = _mm256_set1_epi8(static_cast<char>(std::min(t.clip, 127)));
+      const auto words = [&](auto narrow) __attribute__((target("avx2"))) {
+        for (; i + 4 <= n; i += 4) {
+          __m256i r[4];
+#pragma GCC unroll 4
+          for (std::uint64_t j = 0; j < 4; ++j) {
+            r[j] = _mm256_add_epi32(
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(yg + (i + j) * stride)), bias);
+            if constexpr (kQuant) r[j] = quant.template unclamped<decltype(narrow)::value>(r[j]);
+          }
+          __m256i p =
+              _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
+          if constexpr (kAct == 1) p = _mm256_min_epi8(p, clip8);
+          if constexpr (kAct >= 0) p = _mm256_max_epi8(p, zero);
+          const std::uint64_t word = c0 / 8 * per_group + (p0 + i) / 4;
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(page_at(out_pages, out_start, word * 32)),
+                              _mm256_shuffle_epi8(p, bytes_t));
+        }
+      };
+      if (quant.narrow)
+        words(std::true_type{});
+      else
+        words(std::false_type{});
+    }
+    for (; i < n; i += 4) {
       const std::uint64_t word = c0 / 8 * per_group + (p0 + i) / 4;
       const std::uint64_t rows = std::min<std::uint64_t>(4, n - i);  // the others are padding
       __m256i r[4];

@@ -72,18 +72,21 @@ struct Quantizer {
     out_high_none = _mm256_set1_epi32(127);
     out_high_clip = _mm256_set1_epi32(std::min(clip, std::int32_t{127}));
   }
+  // q(v) before the int8 clamp and the activation, with `narrow` as kNarrow: |q| <= 128 + 2^15,
+  // so saturating packs to int8 (which clamp) may finish the work instead of operator().
+  template <bool kNarrow>
+  __attribute__((target("avx2"))) __m256i unclamped(__m256i v) const {
+    v = _mm256_min_epi32(_mm256_max_epi32(v, v_low), v_high);
+    if constexpr (kNarrow)
+      return _mm256_sra_epi32(_mm256_add_epi32(_mm256_mullo_epi32(v, vscale), add32), count);
+    const __m256i even = shift_lanes(_mm256_mul_epi32(v, vscale), add, sub, count);
+    const __m256i odd =
+        shift_lanes(_mm256_mul_epi32(_mm256_srli_epi64(v, 32), vscale), add, sub, count);
+    return _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+  }
   template <int kAct>
   __attribute__((target("avx2"))) __m256i operator()(__m256i v) const {
-    v = _mm256_min_epi32(_mm256_max_epi32(v, v_low), v_high);
-    __m256i r;
-    if (narrow) {
-      r = _mm256_sra_epi32(_mm256_add_epi32(_mm256_mullo_epi32(v, vscale), add32), count);
-    } else {
-      const __m256i even = shift_lanes(_mm256_mul_epi32(v, vscale), add, sub, count);
-      const __m256i odd =
-          shift_lanes(_mm256_mul_epi32(_mm256_srli_epi64(v, 32), vscale), add, sub, count);
-      r = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
-    }
+    const __m256i r = narrow ? unclamped<true>(v) : unclamped<false>(v);
     // int8 clamp and activation: ReLU and Clip raise the low end to 0, Clip lowers the high end.
     const __m256i lowered = _mm256_min_epi32(r, kAct == 1 ? out_high_clip : out_high_none);
     return _mm256_max_epi32(lowered, kAct >= 0 ? _mm256_setzero_si256() : out_low);
