@@ -221,6 +221,37 @@ __attribute__((target("avx2"))) inline void transpose4(__m256i& a, __m256i& b, _
   c = _mm256_unpacklo_epi64(t1, t3), d = _mm256_unpackhi_epi64(t1, t3);
 }
 
+// One OpWidth-4 word from its 4 pixel rows r (8 channels each, the bias not yet added) to o,
+// its accumulants at a (or null). Channel-major first (the bias, a wrapping add, commutes with
+// the accumulants'): halves (0 4) (1 5) (2 6) (3 7), then pairs (0 1) (2 3) (4 5) (6 7), each 4
+// pixels, which is the order of the word's 4 x 32 bytes and of its accumulants. keep (or null)
+// masks each 32 bytes' padding lanes to 0.
+template <bool kQuant, int kAct>
+__attribute__((target("avx2"), always_inline)) inline void int32_word(__m256i (&r)[4], __m256i bias,
+                                                                      const Quantizer& quant,
+                                                                      std::uint8_t* o,
+                                                                      const std::uint8_t* a,
+                                                                      const __m256i* keep) {
+  const __m256i bswap = int32_byte_swap();
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) r[j] = _mm256_add_epi32(r[j], bias);
+  transpose4(r[0], r[1], r[2], r[3]);
+  const __m256i v[4] = {
+      _mm256_permute2x128_si256(r[0], r[1], 0x20), _mm256_permute2x128_si256(r[2], r[3], 0x20),
+      _mm256_permute2x128_si256(r[0], r[1], 0x31), _mm256_permute2x128_si256(r[2], r[3], 0x31)};
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    __m256i x = v[j];
+    if (a)
+      x = _mm256_add_epi32(
+          x, _mm256_shuffle_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + j * 32)),
+                                 bswap));
+    if constexpr (kQuant) x = quant.template operator()<kAct>(x);
+    if (keep) x = _mm256_and_si256(x, keep[j]);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + j * 32), _mm256_shuffle_epi8(x, bswap));
+  }
+}
+
 // Words of whole 8-channel blocks from y rows (tail_rows_avx2). A word is 8 channels x 4 pixels;
 // its 4 pixel rows are 4 vectors of 8 channels, one lane per channel, so the bias and the
 // quantizer work on them as they are. The word's order is channel-major (element c * 4 + p):
@@ -288,6 +319,27 @@ __attribute__((target("avx2"))) void tail_rows(
         words(std::true_type{});
       else
         words(std::false_type{});
+    } else if (width == 4 && c0 + 8 <= t.channels) {
+      // Whole words of int32 (the partial sums a split kernel chains through DRAM): nothing to
+      // mask, and whether there are accumulants is fixed for the loop.
+      const auto words = [&](auto with_accumulants) __attribute__((target("avx2"))) {
+        for (; i + 4 <= n; i += 4) {
+          __m256i r[4];
+#pragma GCC unroll 4
+          for (std::uint64_t j = 0; j < 4; ++j)
+            r[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(yg + (i + j) * stride));
+          const std::uint64_t word = c0 / 8 * per_group + (p0 + i) / 4;
+          const std::uint8_t* a = nullptr;
+          if constexpr (decltype(with_accumulants)::value)
+            a = page_at(accumulant_pages, accumulant_start, word * 128);
+          int32_word<kQuant, kAct>(r, bias, quant, page_at(out_pages, out_start, word * 128), a,
+                                   nullptr);
+        }
+      };
+      if (accumulant_pages)
+        words(std::true_type{});
+      else
+        words(std::false_type{});
     }
     for (; i < n; i += 4) {
       const std::uint64_t word = c0 / 8 * per_group + (p0 + i) / 4;
@@ -302,30 +354,11 @@ __attribute__((target("avx2"))) void tail_rows(
       const std::uint8_t* a =
           accumulant_pages ? page_at(accumulant_pages, accumulant_start, word * 128) : nullptr;
       if (width == 4) {
-        // Channel-major first (the bias, a wrapping add, commutes with the accumulants'): halves
-        // (0 4) (1 5) (2 6) (3 7), then pairs (0 1) (2 3) (4 5) (6 7), each 4 pixels, which is
-        // the order of the word's 4 x 32 bytes and of its accumulants.
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) r[j] = _mm256_add_epi32(r[j], bias);
-        transpose4(r[0], r[1], r[2], r[3]);
-        const __m256i v[4] = {_mm256_permute2x128_si256(r[0], r[1], 0x20),
-                              _mm256_permute2x128_si256(r[2], r[3], 0x20),
-                              _mm256_permute2x128_si256(r[0], r[1], 0x31),
-                              _mm256_permute2x128_si256(r[2], r[3], 0x31)};
         const __m256i pixel_ok = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(rows)),
                                                     _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3));
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) {
-          __m256i x = v[j];
-          if (a)
-            x = _mm256_add_epi32(
-                x, _mm256_shuffle_epi8(
-                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + j * 32)), bswap));
-          if constexpr (kQuant) x = quant.template operator()<kAct>(x);
-          x = _mm256_and_si256(x, _mm256_and_si256(pixel_ok, pair_ok[j]));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + j * 32),
-                              _mm256_shuffle_epi8(x, bswap));
-        }
+        __m256i keep[4];
+        for (int j = 0; j < 4; ++j) keep[j] = _mm256_and_si256(pixel_ok, pair_ok[j]);
+        int32_word<kQuant, kAct>(r, bias, quant, o, a, keep);
         continue;
       }
       if (a) {
