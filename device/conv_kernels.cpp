@@ -661,7 +661,7 @@ namespace detail {
 void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot,
                      GemmTiles quad_tiles, GemmTiles pair_tiles, LanesOut out,
                      QuadInterleave interleave, WordRows rows, const RowSink* sink,
-                     bool offset_quads) {
+                     bool offset_quads, std::uint64_t quad_blocks) {
   check(c);
   const bool from_words = words_in_place(c);
   thread_local Packed packed_pairs;
@@ -725,11 +725,13 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
     std::vector<std::int32_t>& y = thread_buffer<std::int32_t, TileTag>();
     y.resize(kGemmPixels * kGemmK + 8);  // lanes_out_avx2 reads up to 7 lanes past the last row
     const std::uint64_t k_end = std::min(c.kn, k0 + blocks * kGemmBlock);
-    // Per tile's 16 channels: one pass over every step, or, when some of its channels are in
-    // the snapshot, the first phase, the snapshot rows, then the second phase (a snapshot is
-    // usually the last kernel iteration's few channels, so most tiles take one pass).
-    for (std::uint64_t b = 0; b < blocks; b += 2) {
-      const std::uint64_t count = std::min<std::uint64_t>(2, blocks - b);
+    // Per tile's channels (16, or 8 * quad_blocks on quads): one pass over every step, or, when
+    // some of its channels are in the snapshot, the first phase, the snapshot rows, then the
+    // second phase (a snapshot is usually the last kernel iteration's few channels, so most
+    // tiles take one pass).
+    const std::uint64_t per_call = quads ? quad_blocks : 2;
+    for (std::uint64_t b = 0; b < blocks; b += per_call) {
+      const std::uint64_t count = std::min(per_call, blocks - b);
       const std::uint64_t t0 = k0 + b * kGemmBlock,
                           t_end = std::min(k_end, t0 + count * kGemmBlock);
       std::int32_t* const yt = y.data() + b * kGemmBlock;
@@ -769,8 +771,8 @@ void dense_conv_gemm_at(Isa level, const DenseConv& c, std::int32_t* acc, std::i
   using namespace detail;
   const bool vnni = cpu::path_allowed(level, Isa::kAvx512Vnni);
   dense_conv_gemm(c, acc, snapshot, vnni ? gemm_quads_avx512vnni : gemm_quads_avx2, gemm_pairs_avx2,
-                  lanes_out_avx2, interleave_quads_avx2, {quad_row_avx2, pair_row_avx2}, sink,
-                  vnni);
+                  lanes_out_avx2, interleave_quads_avx2, {quad_row_avx2, pair_row_avx2}, sink, vnni,
+                  vnni ? kGemmVnniBlocks : 2);
 }
 }  // namespace
 

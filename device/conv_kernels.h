@@ -394,10 +394,13 @@ void set_step_pairs(const StepPairs& pairs, GemmOperands& op);
 bool takes_pairs(const GemmOperands& op, std::uint64_t kb);
 // y[i * kGemmK + b * 8 + j] (+)= the sum over steps [s_begin, s_end) for virtual output q[i]
 // (i < n) and output channel (kb + b) * 8 + j, b < blocks; accumulate = false starts at 0.
+// blocks is at most 2, or kGemmVnniBlocks for the AVX-512 VNNI tiles (and the plain C++ ones,
+// which take any count).
 using GemmTilesFn = void(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
                          const std::uint64_t* q, std::uint64_t n, std::uint64_t s_begin,
                          std::uint64_t s_end, bool accumulate, std::int32_t* y);
 using GemmTiles = GemmTilesFn*;
+constexpr std::uint64_t kGemmVnniBlocks = 4;
 // Plain C++ (int16 pair products, or u8 x s8 quad products), and AVX2 (_mm256_madd_epi16, or
 // _mm256_maddubs_epi16 then _mm256_madd_epi16 by ones: exact for inputs 0..127, see PackedQuads),
 // and AVX-512 VNNI (vpdpbusd, quads only: the plain ones, or those of x + 128 with their starts).
@@ -415,11 +418,12 @@ LanesOutFn lanes_out_scalar, lanes_out_avx2;
 // GemmOperands::offset_first / offset_all), else on int16 pairs with pair_tiles; out
 // transposes the results. When words_in_place holds, the operands are packed (and checked) from
 // conv.words by `rows`. With a `sink`, the y rows go to it instead of acc (dense_conv_rows; acc
-// unused).
+// unused). quad_tiles are called with up to quad_blocks blocks at a time (pair_tiles with 2).
 void dense_conv_gemm(const DenseConv& conv, std::int32_t* acc, std::int32_t* snapshot,
                      GemmTiles quad_tiles, GemmTiles pair_tiles, LanesOut out,
                      QuadInterleave interleave = interleave_quads_scalar, WordRows rows = {},
-                     const RowSink* sink = nullptr, bool offset_quads = false);
+                     const RowSink* sink = nullptr, bool offset_quads = false,
+                     std::uint64_t quad_blocks = 2);
 
 // connection_conv's paths.
 void connection_scalar(const PlaneSet& set, std::uint64_t plane, const std::int8_t* taps,

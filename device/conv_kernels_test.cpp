@@ -37,14 +37,16 @@ struct Result {
 
 Result run_gemm(const ck::DenseConv& c, ck::detail::GemmTiles quad_tiles,
                 ck::detail::GemmTiles pair_tiles, ck::detail::LanesOut out,
-                ck::detail::QuadInterleave interleave, bool offset_quads = false);
+                ck::detail::QuadInterleave interleave, bool offset_quads = false,
+                std::uint64_t quad_blocks = 2);
 
 // isa kAuto here means: the u8 quads of x + 128 with the plain C++ vpdpbusd (gemm_quads_scalar),
-// the VNNI level's operands and offsets on any CPU.
+// the VNNI level's operands, offsets and blocks per tile on any CPU.
 Result run(const ck::DenseConv& c, Isa isa) {
   if (isa == Isa::kAuto)
     return run_gemm(c, ck::detail::gemm_quads_scalar, ck::detail::gemm_pairs_scalar,
-                    ck::detail::lanes_out_scalar, ck::detail::interleave_quads_scalar, true);
+                    ck::detail::lanes_out_scalar, ck::detail::interleave_quads_scalar, true,
+                    ck::detail::kGemmVnniBlocks);
   Result r;
   r.acc.assign(c.kn * c.oh() * c.ow(), 0x5A5A5A5A);  // every value must be written
   r.snapshot.assign((c.kn - c.snapshot_from) * c.oh() * c.ow(), 0x5A5A5A5A);
@@ -55,16 +57,17 @@ Result run(const ck::DenseConv& c, Isa isa) {
 
 // The GEMM form (output channels in the lanes) with the given tiles, output transposition and
 // quad interleave (quad_tiles null: pairs only), and with `offset_quads` the u8 quads of x + 128
-// on signed inputs.
+// on signed inputs; quad_blocks blocks of 8 channels per quad tile call.
 Result run_gemm(const ck::DenseConv& c, ck::detail::GemmTiles quad_tiles,
                 ck::detail::GemmTiles pair_tiles, ck::detail::LanesOut out,
-                ck::detail::QuadInterleave interleave, bool offset_quads) {
+                ck::detail::QuadInterleave interleave, bool offset_quads,
+                std::uint64_t quad_blocks) {
   Result r;
   r.acc.assign(c.kn * c.oh() * c.ow(), 0x5A5A5A5A);
   r.snapshot.assign((c.kn - c.snapshot_from) * c.oh() * c.ow(), 0x5A5A5A5A);
   std::int32_t* snap = c.snapshot_from < c.kn ? r.snapshot.data() : nullptr;
   ck::detail::dense_conv_gemm(c, r.acc.data(), snap, quad_tiles, pair_tiles, out, interleave, {},
-                              nullptr, offset_quads);
+                              nullptr, offset_quads, quad_blocks);
   return r;
 }
 
@@ -91,7 +94,9 @@ void expect_gemm_forms(const ck::DenseConv& c, bool nonnegative,
     d::QuadInterleave interleave;
     Isa needs;
     bool offset_quads = false;  // then the pair tiles must never run
+    std::uint64_t blocks = 2;   // per quad tile call
   };
+  constexpr std::uint64_t kVnni = d::kGemmVnniBlocks;
   const Form forms[] = {
       {"gemm pairs scalar", nullptr, d::gemm_pairs_scalar, d::lanes_out_scalar,
        d::interleave_quads_scalar, Isa::kScalar},
@@ -109,18 +114,24 @@ void expect_gemm_forms(const ck::DenseConv& c, bool nonnegative,
        d::lanes_out_avx2, d::interleave_quads_avx2, Isa::kAvx2},
       {"gemm quads avx512vnni", d::gemm_quads_avx512vnni, d::gemm_pairs_avx2, d::lanes_out_avx2,
        d::interleave_quads_avx2, Isa::kAvx512Vnni},
+      {"gemm quads avx512vnni, 4 blocks", d::gemm_quads_avx512vnni, d::gemm_pairs_avx2,
+       d::lanes_out_avx2, d::interleave_quads_avx2, Isa::kAvx512Vnni, false, kVnni},
       {"gemm offset quads scalar", d::gemm_quads_scalar, d::gemm_pairs_scalar, d::lanes_out_scalar,
        d::interleave_quads_scalar, Isa::kScalar, true},
       {"gemm offset quads scalar, planes", d::gemm_quads_scalar, d::gemm_pairs_scalar,
        d::lanes_out_scalar, nullptr, Isa::kScalar, true},
       {"gemm offset quads avx512vnni", d::gemm_quads_avx512vnni, d::gemm_pairs_avx2,
        d::lanes_out_avx2, d::interleave_quads_avx2, Isa::kAvx512Vnni, true},
+      {"gemm offset quads avx512vnni, 4 blocks", d::gemm_quads_avx512vnni, d::gemm_pairs_avx2,
+       d::lanes_out_avx2, d::interleave_quads_avx2, Isa::kAvx512Vnni, true, kVnni},
+      {"gemm offset quads scalar, 4 blocks", d::gemm_quads_scalar, d::gemm_pairs_scalar,
+       d::lanes_out_scalar, d::interleave_quads_scalar, Isa::kScalar, true, kVnni},
   };
   for (const Form& f : forms) {
     if (!cpu::supports(f.needs)) continue;
     const bool quads_only = f.quads && (nonnegative || f.offset_quads);
-    const Result r =
-        run_gemm(c, f.quads, quads_only ? no_pairs : f.pairs, f.out, f.interleave, f.offset_quads);
+    const Result r = run_gemm(c, f.quads, quads_only ? no_pairs : f.pairs, f.out, f.interleave,
+                              f.offset_quads, f.blocks);
     EXPECT_EQ(r.acc, acc) << f.name;
     if (c.snapshot_from < c.kn) {
       EXPECT_EQ(r.snapshot, snapshot) << f.name;
