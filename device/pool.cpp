@@ -135,10 +135,10 @@ static std::uint64_t pool_planes(LayerContext& ctx, const PoolShape& s,
 }
 
 // Max pool on the 9,8,8 words themselves at the AVX2 level (detail::max_pool_words_avx2): the
-// input region read whole, each group of 8 channels pooled, the output region written whole, so
-// no planes and no int32 values in between. Returns false, with nothing done, for other pools,
-// layouts and levels, or an output region that overlaps the input (the planar path reads all of
-// it first).
+// input words read where they lie in DRAM, each group of 8 channels pooled, the output region
+// written whole, so no planes, no copy of the input and no int32 values in between. Returns false,
+// with nothing done, for other pools, layouts and levels, or an output region that overlaps the
+// input (the planar path reads all of it first).
 static bool max_pool_words(LayerContext& ctx, const PoolShape& s, const ActivationLayout& in_layout,
                            std::uint64_t in_addr, const ActivationLayout& out_layout) {
   if (s.type != PoolType::kMax || in_layout.channel_group != 8 || in_layout.pixels_per_word != 4 ||
@@ -149,18 +149,20 @@ static bool max_pool_words(LayerContext& ctx, const PoolShape& s, const Activati
   const std::uint64_t in_bytes = in_layout.bytes(), out_bytes = out_layout.bytes();
   if (!(out.output_addr + out_bytes <= in_addr || in_addr + in_bytes <= out.output_addr))
     return false;
-  thread_local std::vector<std::uint8_t> in, result;
-  in.resize(in_bytes + 32);  // the last group's word loads stay inside
+  thread_local std::vector<const std::uint8_t*> pieces;
+  thread_local std::vector<std::uint8_t> result;
+  conv_kernels::ImageWords in;
+  if (!read_activation_words(ctx, Field::POOL_ImageStartAddress, in_addr, in_layout, s.iw, 0, 0,
+                             pieces, in))
+    return false;
   result.resize(out_bytes);
-  ctx.dram.read(in_addr, std::span(in.data(), in_bytes), "activation read");
-  const std::uint64_t in_group = in_layout.padded_pixels() * 8;
+  const std::uint64_t in_group = in_layout.padded_pixels() / 4;  // words
   const std::uint64_t out_group = out_layout.padded_pixels() * 8;
   const std::uint64_t ic = in_layout.channels;
   // The workers see their own thread_local buffers by name: hand them this thread's.
-  const std::uint8_t* const src = in.data();
   std::uint8_t* const dst = result.data();
   parallel_for(in_layout.padded_channels() / 8, [&](std::uint64_t g) {
-    detail::max_pool_words_avx2(s, src + g * in_group, dst + g * out_group,
+    detail::max_pool_words_avx2(s, in, g * in_group, dst + g * out_group,
                                 std::min<std::uint64_t>(8, ic - g * 8));
   });
   ctx.dram.write(out.output_addr, result, "output write");

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "device/block.h"
+#include "device/conv_kernels.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -62,13 +63,14 @@ inline std::pair<std::int64_t, std::int64_t> pool_window(std::uint64_t o, std::u
 // PoolShift, -128, 127).
 std::int32_t pool_scaled_average(std::int64_t sum, const PoolShape& s);
 // Max pool of 8 channels straight between 9,8,8 DRAM words (32 bytes: 8 channels x 4 pixels,
-// byte c * 4 + p % 4; gati.md 6.1), with no planes: `in` holds ceil(ih * iw / 4) words, `out`
-// gets ceil(oh * ow / 4), its padding bytes (the last word's pixels past oh * ow, and channels
-// `channels` .. 7) 0. The same maxima as pool_plane: per pixel the 8 channels' bytes side by
-// side, per output row the maxima of its window rows, then of its window columns (clipped to
-// the image; a window wholly in the padding gives -128).
-void max_pool_words_avx2(const PoolShape& s, const std::uint8_t* in, std::uint8_t* out,
-                         std::uint64_t channels);
+// byte c * 4 + p % 4; gati.md 6.1), with no planes: the input is the ceil(ih * iw / 4) words
+// from word `first` of `in` (read where they lie in DRAM), `out` gets ceil(oh * ow / 4), its
+// padding bytes (the last word's pixels past oh * ow, and channels `channels` .. 7) 0. The same
+// maxima as pool_plane: per pixel the 8 channels' bytes side by side, per output row the maxima
+// of its window rows, then of its window columns (clipped to the image; a window wholly in the
+// padding gives -128).
+void max_pool_words_avx2(const PoolShape& s, const conv_kernels::ImageWords& in,
+                         std::uint64_t first, std::uint8_t* out, std::uint64_t channels);
 }  // namespace detail
 
 BlockTiming run_pool(LayerContext& ctx);

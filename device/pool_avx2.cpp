@@ -134,8 +134,9 @@ __attribute__((target("avx2"))) std::int64_t plane_sum(const std::int8_t* in, st
 // Words to pixels and back: per 128-bit half (4 channels x 4 pixels, byte c * 4 + i) a 4 x 4
 // byte transpose to pixel-major (byte i * 4 + c); the halves' 4-byte pieces interleaved give each
 // pixel its 8 channels in 8 bytes (channels 0-3 from the low half, 4-7 from the high one).
-__attribute__((target("avx2"))) void max_pool_words_avx2(const PoolShape& s, const std::uint8_t* in,
-                                                         std::uint8_t* out,
+__attribute__((target("avx2"))) void max_pool_words_avx2(const PoolShape& s,
+                                                         const conv_kernels::ImageWords& in,
+                                                         std::uint64_t first, std::uint8_t* out,
                                                          std::uint64_t channels) {
   const std::uint64_t pixels = s.ih * s.iw, out_pixels = s.oh * s.ow;
   const auto iw = static_cast<std::int64_t>(s.iw);
@@ -157,10 +158,11 @@ __attribute__((target("avx2"))) void max_pool_words_avx2(const PoolShape& s, con
   std::uint64_t* const row = row_buffer.data();
   std::uint64_t* const result = result_buffer.data();
   for (std::uint64_t w = 0; w * 4 < pixels; ++w) {
+    const std::uint8_t* word = in.word(first + w);
     const __m128i lo =
-        _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + w * 32)), transpose);
-    const __m128i hi = _mm_shuffle_epi8(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + w * 32 + 16)), transpose);
+        _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(word)), transpose);
+    const __m128i hi =
+        _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(word + 16)), transpose);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(image + w * 4), _mm_unpacklo_epi32(lo, hi));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(image + w * 4 + 2), _mm_unpackhi_epi32(lo, hi));
   }
@@ -244,7 +246,8 @@ void pool_plane_avx2(const PoolShape& s, std::span<const std::int8_t> in,
 
 #else
 
-void max_pool_words_avx2(const PoolShape&, const std::uint8_t*, std::uint8_t*, std::uint64_t) {
+void max_pool_words_avx2(const PoolShape&, const conv_kernels::ImageWords&, std::uint64_t,
+                         std::uint8_t*, std::uint64_t) {
   fail("max_pool_words: AVX2 on a CPU that is not x86");
 }
 
