@@ -16,7 +16,6 @@
 // Compiled with their own target attribute; dense_conv only calls them after the resolver
 // (common/cpu.h) has seen the CPU support AVX-512 VNNI.
 #include "device/conv_kernels.h"
-#include "device/conv_lanes_avx2.h"
 
 #include "common/error.h"
 
@@ -30,65 +29,65 @@ namespace npukit::device::conv_kernels::detail {
 
 #define NPUKIT_AVX512VNNI __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vnni")))
 
+// The two vector widths of the tiles: a ymm vector holds one block of 8 output channels, a zmm
+// vector two (blocks 2z and 2z + 1 in vector z, their weight rows joined by masked broadcasts,
+// which leave no half undefined).
+struct Ymm {
+  using Vec = __m256i;
+  static constexpr int kBlocks = 1;
+  NPUKIT_AVX512VNNI static Vec zero() { return _mm256_setzero_si256(); }
+  NPUKIT_AVX512VNNI static Vec load(const void* p) {
+    return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+  }
+  NPUKIT_AVX512VNNI static void store(void* p, Vec v) {
+    _mm256_storeu_si256(static_cast<__m256i*>(p), v);
+  }
+  NPUKIT_AVX512VNNI static Vec add(Vec a, Vec b) { return _mm256_add_epi32(a, b); }
+  NPUKIT_AVX512VNNI static Vec broadcast(std::uint32_t x) {
+    return _mm256_set1_epi32(static_cast<int>(x));
+  }
+  NPUKIT_AVX512VNNI static Vec dot(Vec acc, Vec x, Vec w) { return _mm256_dpbusd_epi32(acc, x, w); }
+  NPUKIT_AVX512VNNI static Vec weights(const std::uint32_t* block, std::uint64_t) {
+    return load(block);
+  }
+};
+struct Zmm {
+  using Vec = __m512i;
+  static constexpr int kBlocks = 2;
+  NPUKIT_AVX512VNNI static Vec zero() { return _mm512_setzero_si512(); }
+  NPUKIT_AVX512VNNI static Vec load(const void* p) { return _mm512_loadu_si512(p); }
+  NPUKIT_AVX512VNNI static void store(void* p, Vec v) { _mm512_storeu_si512(p, v); }
+  NPUKIT_AVX512VNNI static Vec add(Vec a, Vec b) { return _mm512_add_epi32(a, b); }
+  NPUKIT_AVX512VNNI static Vec broadcast(std::uint32_t x) {
+    return _mm512_set1_epi32(static_cast<int>(x));
+  }
+  NPUKIT_AVX512VNNI static Vec dot(Vec acc, Vec x, Vec w) { return _mm512_dpbusd_epi32(acc, x, w); }
+  NPUKIT_AVX512VNNI static Vec weights(const std::uint32_t* block, std::uint64_t w_block) {
+    return _mm512_mask_broadcast_i64x4(_mm512_maskz_broadcast_i64x4(0x0F, Ymm::load(block)), 0xF0,
+                                       Ymm::load(block + w_block));
+  }
+};
+
 // A register tile of P pixels x V blocks of 8 output channels over steps [s_begin, s_end): per
 // step, the V blocks' weights loaded and each pixel's input word broadcast once into all of
-// them. `start` (8 V lanes, or null) is added to every pixel's sums first. In ymm vectors, a
-// block each: P = 8, V = 2 is 16 sums, 2 weight vectors and a broadcast of the 32 registers.
-template <int P, int V>
-NPUKIT_AVX512VNNI static inline void gemm_tile_ymm(const GemmOperands& op, const std::uint32_t* w,
-                                                   const std::int32_t* start,
-                                                   const std::uint64_t* q, std::uint64_t s_begin,
-                                                   std::uint64_t s_end, bool accumulate,
-                                                   std::int32_t* y) {
+// them. `start` (8 V lanes, or null) is added to every pixel's sums first. P = 8 with V = 2 in
+// ymm or V = 4 in zmm is 16 sums, 2 weight vectors and a broadcast of the 32 registers.
+template <int P, int V, typename W>
+NPUKIT_AVX512VNNI static inline void gemm_tile(const GemmOperands& op, const std::uint32_t* w,
+                                               const std::int32_t* start, const std::uint64_t* q,
+                                               std::uint64_t s_begin, std::uint64_t s_end,
+                                               bool accumulate, std::int32_t* y) {
+  constexpr int N = V / W::kBlocks;  // vectors per pixel
+  constexpr std::uint64_t kLanes = kGemmBlock * W::kBlocks;
   const std::uint64_t w_block = op.steps * kGemmBlock;
-  __m256i acc[P][V];
-  load_sums(acc, y, accumulate);
-  if (start) {
-#pragma GCC unroll 8
-    for (int v = 0; v < V; ++v) {
-      const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(start + 8 * v));
-#pragma GCC unroll 16
-      for (int i = 0; i < P; ++i) acc[i][v] = _mm256_add_epi32(acc[i][v], s);
-    }
-  }
-  const std::uint32_t* xi[P];
-#pragma GCC unroll 16
-  for (int i = 0; i < P; ++i) xi[i] = op.x + q[i];
-  const std::uint32_t* wp = w + s_begin * kGemmBlock;
-  for (std::uint64_t j = s_begin; j < s_end; ++j, wp += kGemmBlock) {
-    const std::int64_t off = op.offset[j];
-    __m256i wv[V];
-#pragma GCC unroll 8
-    for (int v = 0; v < V; ++v)
-      wv[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + v * w_block));
-#pragma GCC unroll 16
-    for (int i = 0; i < P; ++i) {
-      const __m256i b = _mm256_set1_epi32(static_cast<int>(xi[i][off]));
-#pragma GCC unroll 8
-      for (int v = 0; v < V; ++v) acc[i][v] = _mm256_dpbusd_epi32(acc[i][v], b, wv[v]);
-    }
-  }
-  store_sums(acc, y);
-}
-
-// The same in zmm vectors, blocks 2z and 2z + 1 in vector z (V even): P = 8, V = 4 is 16 sums of
-// 32 channels.
-template <int P, int V>
-NPUKIT_AVX512VNNI static inline void gemm_tile_zmm(const GemmOperands& op, const std::uint32_t* w,
-                                                   const std::int32_t* start,
-                                                   const std::uint64_t* q, std::uint64_t s_begin,
-                                                   std::uint64_t s_end, bool accumulate,
-                                                   std::int32_t* y) {
-  constexpr int Z = V / 2;  // zmm vectors per pixel
-  const std::uint64_t w_block = op.steps * kGemmBlock;
-  __m512i acc[P][Z];
+  typename W::Vec acc[P][N];
 #pragma GCC unroll 16
   for (int i = 0; i < P; ++i)
-#pragma GCC unroll 4
-    for (int z = 0; z < Z; ++z) {
-      std::int32_t* row = y + static_cast<std::uint64_t>(i) * kGemmK + 16 * z;
-      acc[i][z] = accumulate ? _mm512_loadu_si512(row) : _mm512_setzero_si512();
-      if (start) acc[i][z] = _mm512_add_epi32(acc[i][z], _mm512_loadu_si512(start + 16 * z));
+#pragma GCC unroll 8
+    for (int v = 0; v < N; ++v) {
+      const std::int32_t* row = y + static_cast<std::uint64_t>(i) * kGemmK + kLanes * v;
+      acc[i][v] = accumulate ? W::load(row) : W::zero();
+      if (start) acc[i][v] = W::add(acc[i][v], W::load(start + kLanes * v));
     }
   const std::uint32_t* xi[P];
 #pragma GCC unroll 16
@@ -96,41 +95,34 @@ NPUKIT_AVX512VNNI static inline void gemm_tile_zmm(const GemmOperands& op, const
   const std::uint32_t* wp = w + s_begin * kGemmBlock;
   for (std::uint64_t j = s_begin; j < s_end; ++j, wp += kGemmBlock) {
     const std::int64_t off = op.offset[j];
-    __m512i wv[Z];
-#pragma GCC unroll 4
-    for (int z = 0; z < Z; ++z) {
-      const std::uint32_t* lo = wp + 2 * z * w_block;
-      // Block 2z in the low half, 2z + 1 in the high one (masked broadcasts: no undefined half).
-      wv[z] = _mm512_mask_broadcast_i64x4(
-          _mm512_maskz_broadcast_i64x4(0x0F,
-                                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo))),
-          0xF0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo + w_block)));
-    }
+    typename W::Vec wv[N];
+#pragma GCC unroll 8
+    for (int v = 0; v < N; ++v) wv[v] = W::weights(wp + W::kBlocks * v * w_block, w_block);
 #pragma GCC unroll 16
     for (int i = 0; i < P; ++i) {
-      const __m512i b = _mm512_set1_epi32(static_cast<int>(xi[i][off]));
-#pragma GCC unroll 4
-      for (int z = 0; z < Z; ++z) acc[i][z] = _mm512_dpbusd_epi32(acc[i][z], b, wv[z]);
+      const typename W::Vec b = W::broadcast(xi[i][off]);
+#pragma GCC unroll 8
+      for (int v = 0; v < N; ++v) acc[i][v] = W::dot(acc[i][v], b, wv[v]);
     }
   }
 #pragma GCC unroll 16
   for (int i = 0; i < P; ++i)
-#pragma GCC unroll 4
-    for (int z = 0; z < Z; ++z)
-      _mm512_storeu_si512(y + static_cast<std::uint64_t>(i) * kGemmK + 16 * z, acc[i][z]);
+#pragma GCC unroll 8
+    for (int v = 0; v < N; ++v)
+      W::store(y + static_cast<std::uint64_t>(i) * kGemmK + kLanes * v, acc[i][v]);
 }
 
-// The tile of V blocks: zmm for 4, ymm for 1 and 2.
+// The tile of V blocks: zmm vectors for 4, ymm for 1 and 2.
 template <int P, int V>
 NPUKIT_AVX512VNNI static inline void gemm_tile_vnni(const GemmOperands& op, const std::uint32_t* w,
                                                     const std::int32_t* start,
                                                     const std::uint64_t* q, std::uint64_t s_begin,
                                                     std::uint64_t s_end, bool accumulate,
                                                     std::int32_t* y) {
-  if constexpr (V == 4)
-    gemm_tile_zmm<P, V>(op, w, start, q, s_begin, s_end, accumulate, y);
+  if constexpr (V % 2 == 0 && V > 2)
+    gemm_tile<P, V, Zmm>(op, w, start, q, s_begin, s_end, accumulate, y);
   else
-    gemm_tile_ymm<P, V>(op, w, start, q, s_begin, s_end, accumulate, y);
+    gemm_tile<P, V, Ymm>(op, w, start, q, s_begin, s_end, accumulate, y);
 }
 
 template <int V>
