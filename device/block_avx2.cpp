@@ -296,7 +296,7 @@ __attribute__((target("avx2"))) void tail_rows(
       // Whole words (4 pixels, 8 channels, no accumulants): the packs clamp to int8, so the
       // activation is one or two byte compares per word, and nothing is masked.
       const __m256i zero = _mm256_setzero_si256();
-      const __m256i clip8 = _mm256_set1_epi8(static_cast<char>(std::min(t.clip, 127)));
+      const __m256i clip8 = _mm256_set1_epi8(static_cast<char>(std::clamp(t.clip, 0, 127)));
       const auto words = [&](auto narrow) __attribute__((target("avx2"))) {
         for (; i + 4 <= n; i += 4) {
           __m256i r[4];

@@ -189,7 +189,8 @@ __attribute__((target("avx2"))) std::uint64_t limb_blocks(const LimbPlan& plan,
   const __m256i h0 = _mm256_set1_epi32(plan.h0), h_high = _mm256_set1_epi32(plan.h_high);
   const __m128i count = _mm_cvtsi32_si128(plan.count);
   const __m256i zero = _mm256_setzero_si256();
-  const __m256i high = _mm256_set1_epi8(static_cast<char>(std::min(clip, std::int32_t{127})));
+  const __m256i high =
+      _mm256_set1_epi8(static_cast<char>(std::clamp(clip, std::int32_t{0}, std::int32_t{127})));
   const auto quantize = [&](__m256i pairs) __attribute__((target("avx2"))) {
     const __m256i carry = _mm256_srai_epi32(_mm256_add_epi32(_mm256_madd_epi16(pairs, c0), h0), 16);
     const __m256i sum =
