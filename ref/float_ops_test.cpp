@@ -98,6 +98,30 @@ TEST(Pad, ReflectAndEdge) {
               ElementsAre(9, 1, 2, 3));
 }
 
+// The host segment's space-to-depth of an int8 image (perm 0 3 5 1 2 4 of [1, c, h, 2, w, 2]:
+// rows of w read every other byte, the vector form 16 outputs at a time), against the index
+// definition, for row lengths around its steps.
+TEST(Transpose, Int8SpaceToDepthEqualsTheIndexDefinition) {
+  for (const std::int64_t w : {1, 15, 16, 17, 18, 33, 115}) {
+    const ir::Shape shape = {1, 3, 5, 2, w, 2};
+    std::vector<std::int8_t> x(static_cast<std::size_t>(ir::element_count(shape)));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<std::int8_t>(i * 37 % 251 - 125);
+    const ir::Tensor out = run_node("Transpose", {ir::make_tensor<std::int8_t>(shape, x)},
+                                    {{"perm", std::vector<std::int64_t>{0, 3, 5, 1, 2, 4}}});
+    ASSERT_EQ(out.shape, (ir::Shape{1, 2, 2, 3, 5, w}));
+    const auto got = ir::to_vector<std::int8_t>(out);
+    std::size_t k = 0;
+    for (std::int64_t dy = 0; dy < 2; ++dy)
+      for (std::int64_t dx = 0; dx < 2; ++dx)
+        for (std::int64_t c = 0; c < 3; ++c)
+          for (std::int64_t y = 0; y < 5; ++y)
+            for (std::int64_t xb = 0; xb < w; ++xb, ++k) {
+              const std::int64_t at = (((c * 5 + y) * 2 + dy) * w + xb) * 2 + dx;
+              ASSERT_EQ(got[k], x[static_cast<std::size_t>(at)]) << "w " << w << " output " << k;
+            }
+  }
+}
+
 TEST(MaxPool, CeilModeAndPadding) {
   // 3x3 input, 2x2 stride 2 ceil: windows {1,2,4,5}, {3,6}, {7,8}, {9}
   auto y = run_node("MaxPool", {f32({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9})},
