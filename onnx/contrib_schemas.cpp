@@ -9,6 +9,8 @@
 #include "ref/conv_transpose.h"
 
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -235,6 +237,35 @@ void infer_qlinear_conv_transpose(InferenceContext& ctx) {
   set_output(ctx, out_type, dims);
 }
 
+// The input that holds a windowed op's weights (whose shape gives its kernel), or -1 for the
+// pools (their kernel is an attribute).
+int weights_input(const std::string& op) {
+  if (op == "Conv" || op == "ConvInteger" || op == "ConvTranspose") return 1;
+  if (op == "QLinearConv") return 3;
+  if (op == "MaxPool" || op == "AveragePool" || op == "LpPool") return -1;
+  return -2;  // not a windowed op of the default domain
+}
+
+// libonnx 1.12's conv and pool shape inference sizes its per-axis vectors (dilations, strides)
+// by the data input's rank, then walks the kernel's axes, taken from the weights' shape when
+// kernel_shape is absent: a data input whose rank differs from the weights' (a fuzzed model's
+// rank-2 image under a 4-D QLinearConv) reads past them and crashes. Checked here first, with the
+// shapes the inference has reached, so the model is rejected with a message instead.
+void check_window_ranks(InferenceContext& ctx, const std::string& op, int weights) {
+  const auto data = shape_of(ctx, 0);
+  if (!data) return;
+  if (data->size() < 3)
+    fail_shape_inference(op, ": the data input has rank ", data->size(),
+                         "; it needs a batch, a channel and at least one spatial axis");
+  if (weights < 0) return;
+  const auto w = shape_of(ctx, static_cast<std::size_t>(weights));
+  if (w && w->size() != data->size())
+    fail_shape_inference(op, ": the data input has rank ", data->size(), " but the weights (input ",
+                         weights, ") have rank ", w->size(),
+                         "; both need one axis per spatial axis "
+                         "plus two");
+}
+
 class ContribRegistry final : public ::onnx::ISchemaRegistry {
  public:
   ContribRegistry() {
@@ -258,7 +289,22 @@ class ContribRegistry final : public ::onnx::ISchemaRegistry {
       auto it = schemas_.find(key);
       return it == schemas_.end() ? nullptr : &it->second;
     }
-    return ::onnx::OpSchemaRegistry::Schema(key, max_inclusive_version, domain);
+    const OpSchema* schema = ::onnx::OpSchemaRegistry::Schema(key, max_inclusive_version, domain);
+    const int weights = weights_input(key);
+    if (!schema || weights < -1 || !(domain.empty() || domain == "ai.onnx")) return schema;
+    // A copy whose inference checks the ranks before libonnx's own (check_window_ranks), made
+    // once per schema version and kept for the registry's life.
+    const std::lock_guard lock(guarded_mutex_);
+    auto& copy = guarded_[schema];
+    if (!copy) {
+      copy = std::make_unique<OpSchema>(*schema);
+      ::onnx::InferenceFunction original = schema->GetTypeAndShapeInferenceFunction();
+      copy->TypeAndShapeInferenceFunction([original, key, weights](InferenceContext& ctx) {
+        check_window_ranks(ctx, key, weights);
+        if (original) original(ctx);
+      });
+    }
+    return copy.get();
   }
 
  private:
@@ -277,6 +323,8 @@ class ContribRegistry final : public ::onnx::ISchemaRegistry {
   }
 
   std::map<std::string, OpSchema> schemas_;
+  mutable std::mutex guarded_mutex_;
+  mutable std::map<const OpSchema*, std::unique_ptr<OpSchema>> guarded_;
 };
 
 }  // namespace

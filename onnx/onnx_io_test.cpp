@@ -399,6 +399,44 @@ TEST(OnnxImportErrors, WindowAttributesAreValidatedBeforeShapeInference) {
   EXPECT_EQ(load_error(window_model("strides", {2, 2}, "MaxPool", {1, 1, 2, 2})), "(no error)");
 }
 
+// A conv whose data input reaches it with a rank the weights do not have, known only once shape
+// inference has walked the nodes before it (here a Relu of a rank-2 input; a fuzzed QLinearConv
+// after a QuantizeLinear crashed libonnx's inference this way), and a pool on a rank-2 input:
+// rejected with the ranks named, not a crash.
+TEST(OnnxImportErrors, WindowOpsWithTheWrongInputRankAreRejected) {
+  {
+    ModelBuilder b;
+    b.input("x", {1, 3});
+    b.node("Relu", {"x"}, {"r"});
+    b.node("Conv", {"r", "w"}, {"y"}).set_name("c0");
+    b.floats("w", {6, 3, 3, 3}, std::vector<float>(6 * 3 * 3 * 3, 1.0f));
+    b.output("y", {});
+    const std::string msg = load_error(b);
+    EXPECT_THAT(msg, HasSubstr("Conv: the data input has rank 2"));
+  }
+  {
+    ModelBuilder b;
+    b.input("x", {1, 3, 8});
+    b.node("Relu", {"x"}, {"r"});
+    b.node("Conv", {"r", "w"}, {"y"}).set_name("c0");
+    b.floats("w", {6, 3, 3, 3}, std::vector<float>(6 * 3 * 3 * 3, 1.0f));
+    b.output("y", {});
+    EXPECT_THAT(load_error(b),
+                HasSubstr("Conv: the data input has rank 3 but the weights (input 1) have rank 4"));
+  }
+  {
+    ModelBuilder b;
+    b.input("x", {4, 4});
+    auto& n = b.node("MaxPool", {"x"}, {"y"});
+    auto* k = n.add_attribute();
+    k->set_name("kernel_shape");
+    k->set_type(::onnx::AttributeProto::INTS);
+    k->add_ints(2);
+    b.output("y", {});
+    EXPECT_THAT(load_error(b), HasSubstr("MaxPool: the data input has rank 2"));
+  }
+}
+
 TEST(OnnxImportErrors, AGraphWithoutOutputsIsRejected) {
   ModelBuilder b;
   b.input("x", {1, 2});
