@@ -19,6 +19,8 @@
 
 #include "common/error.h"
 
+#include <utility>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -130,7 +132,7 @@ NPUKIT_AVX512VNNI static void gemm_blocks_vnni(const GemmOperands& op, std::uint
                                                const std::uint64_t* q, std::uint64_t n,
                                                std::uint64_t s_begin, std::uint64_t s_end,
                                                bool accumulate, std::int32_t* y) {
-  constexpr int P = 8;  // the largest tile: the switch below has a case per size up to it
+  constexpr int P = 8;  // the largest tile
   const std::uint32_t* w = op.w + kb * op.steps * kGemmBlock;
   // The offset quads' start of these steps' sums (GemmOperands::offset_first / offset_all).
   alignas(32) std::int32_t start_lanes[V * kGemmBlock];
@@ -145,32 +147,11 @@ NPUKIT_AVX512VNNI static void gemm_blocks_vnni(const GemmOperands& op, std::uint
     const auto run = [&](auto tile) NPUKIT_AVX512VNNI {
       tile(op, w, start, q + i, s_begin, s_end, accumulate, y + i * kGemmK);
     };
-    switch (size) {
-      case 8:
-        run(gemm_tile_vnni<8, V>);
-        break;
-      case 7:
-        run(gemm_tile_vnni<7, V>);
-        break;
-      case 6:
-        run(gemm_tile_vnni<6, V>);
-        break;
-      case 5:
-        run(gemm_tile_vnni<5, V>);
-        break;
-      case 4:
-        run(gemm_tile_vnni<4, V>);
-        break;
-      case 3:
-        run(gemm_tile_vnni<3, V>);
-        break;
-      case 2:
-        run(gemm_tile_vnni<2, V>);
-        break;
-      default:
-        run(gemm_tile_vnni<1, V>);
-        break;
+    // The tile of this size, one compile-time size per alternative (1..P).
+    [&]<std::size_t... S>(std::index_sequence<S...>) NPUKIT_AVX512VNNI {
+      (void)((size == S + 1 && (run(gemm_tile_vnni<S + 1, V>), true)) || ...);
     }
+    (std::make_index_sequence<P>{});
     i += size;
   }
 }

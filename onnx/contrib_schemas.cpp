@@ -262,8 +262,7 @@ void check_window_ranks(InferenceContext& ctx, const std::string& op, int weight
   if (w && w->size() != data->size())
     fail_shape_inference(op, ": the data input has rank ", data->size(), " but the weights (input ",
                          weights, ") have rank ", w->size(),
-                         "; both need one axis per spatial axis "
-                         "plus two");
+                         "; both need one axis per spatial axis plus two");
 }
 
 class ContribRegistry final : public ::onnx::ISchemaRegistry {
