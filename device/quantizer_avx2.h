@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 namespace npukit::device::detail {
 
@@ -31,11 +32,6 @@ struct InputBounds {
 InputBounds input_bounds(std::int32_t scale, int shift, int fp_cast_shift);
 std::int64_t rounding_addend(int shift, int fp_cast_shift);
 
-// |v| without overflow for any int64.
-inline std::uint64_t magnitude(std::int64_t v) {
-  return v < 0 ? 0 - static_cast<std::uint64_t>(v) : static_cast<std::uint64_t>(v);
-}
-
 // The quantizer (rounding shift, int8 clamp) and activation of 8 int32 values, bias added.
 // The clamp to int8 happens before the product, on v in 32 bits: q(v) = floor((v * scale + h) /
 // 2^T) is monotone in v, so v is first clamped to [v_low, v_high], the last value whose q clamps
@@ -44,10 +40,13 @@ inline std::uint64_t magnitude(std::int64_t v) {
 // so the 64-bit lanes need no compares and the int8 clamp and ReLU / Clip are one 32-bit max and
 // min.
 //
-// Narrow: when every clamped v has |v * scale| + h < 2^31 and T <= 31 (a conv's tail: with
-// scale about 2^15 and T about 22, |v| stays below about 2^14), the product and the addend fit
-// int32, and floor((v * scale + h) / 2^T) is a 32-bit multiply, add and arithmetic shift: the
-// same integers in half the operations.
+// Narrow: when every clamped v has v * scale + h in int32 and T <= 31, floor((v * scale + h) /
+// 2^T) is a 32-bit multiply, add and arithmetic shift: the same integers in half the
+// operations (the multiply and the add wrap, but a sum that fits int32 comes out right modulo
+// 2^32). v * scale + h is monotone in v, so its extremes are at the clamp bounds. A conv's tail
+// has it: the bounds sit where q reaches -128 and 127, so v * scale stays within about 128 * 2^T,
+// which fits for T <= 24 (at T = 24 the low end is -2^31 + 2^23 + h, where a test of |v * scale|
+// + h against 2^31 would fail by the addend: resnet50's layer3 and layer4 tails).
 struct Quantizer {
   __m256i vscale, add, sub, v_low, v_high, out_low, out_high_none, out_high_clip, add32;
   __m128i count;
@@ -63,10 +62,11 @@ struct Quantizer {
     const InputBounds bounds = input_bounds(scale, shift, fp_cast_shift);
     v_low = _mm256_set1_epi32(bounds.low);
     v_high = _mm256_set1_epi32(bounds.high);
-    // |v| <= 2^31, |scale| <= 2^31 and 0 <= h < 2^62: the sum fits uint64 (and bounds h too).
-    const std::uint64_t v_max = std::max(magnitude(bounds.low), magnitude(bounds.high));
-    narrow = total <= 31 &&
-             v_max * magnitude(scale) + static_cast<std::uint64_t>(h) < (std::uint64_t{1} << 31);
+    // |v| <= 2^31, |scale| <= 2^31 and 0 <= h < 2^62: each end fits int64.
+    const std::int64_t at_low = std::int64_t{bounds.low} * scale + h;
+    const std::int64_t at_high = std::int64_t{bounds.high} * scale + h;
+    narrow = total <= 31 && std::min(at_low, at_high) >= std::numeric_limits<std::int32_t>::min() &&
+             std::max(at_low, at_high) <= std::numeric_limits<std::int32_t>::max();
     add32 = _mm256_set1_epi32(static_cast<std::int32_t>(narrow ? h : 0));
     out_low = _mm256_set1_epi32(-128);
     out_high_none = _mm256_set1_epi32(127);

@@ -106,6 +106,36 @@ TEST(TailQuantizeSpan, EveryPathEqualsTheDefinition) {
   }
 }
 
+// The scales and shifts of trained convs' tails (scale below 2^15, QuantShift 20-31) around the
+// inputs where the result reaches -128 and 127, and at the int32 ends. At QuantShift 24 the low
+// end's product is about -2^31 + 2^23: the AVX2 quantizer takes its 32-bit form there (resnet50's
+// layer3 and layer4 tails), which must give the same integers as the 64-bit definition.
+TEST(TailQuantizeSpan, ConvScalesAtTheInt32EdgeEqualTheDefinition) {
+  std::vector<std::int32_t> acc;
+  const std::vector<std::int32_t> scales = {1,     127,   16384,  18924, 19008,
+                                            32545, 32767, -32768, -19008};
+  for (int shift = 20; shift <= 31; ++shift)
+    for (std::int32_t scale : scales)
+      for (int act = -1; act <= 1; ++act) {
+        acc.clear();
+        for (std::int64_t k : {-129, -128, -127, 126, 127, 128}) {
+          const __int128 edge = (static_cast<__int128>(k) << shift) / scale;
+          for (int d = -3; d <= 3; ++d)
+            acc.push_back(static_cast<std::int32_t>(std::clamp<__int128>(edge + d, kMin, kMax)));
+        }
+        for (std::int32_t a : {kMin, kMin + 1, kMax - 1, kMax, 0, -1, 1}) acc.push_back(a);
+        std::vector<std::int32_t> want(acc.size());
+        for (std::uint64_t i = 0; i < acc.size(); ++i)
+          want[i] = definition(acc[i], 0, scale, shift, 0, act, 6);
+        for (Isa isa : blocks_testing::isa_paths()) {
+          std::vector<std::int32_t> got(acc.size(), 999);
+          quantize_span(acc.data(), got.data(), acc.size(), 0, scale, shift, 0, act, 6, isa);
+          ASSERT_EQ(got, want) << cpu::name(isa) << " scale " << scale << " shift " << shift
+                               << " act " << act;
+        }
+      }
+}
+
 TEST(TailQuantizeSpan, SaturatesAtTheInt8Ends) {
   // Shift 1, (v + 1) >> 1, ties go up: 255 -> 128 clamps to 127; -257 (-128.5) -> -128;
   // -258 -> -129 clamps to -128; 253 -> 127; 254 -> 127; -256 -> -128;
