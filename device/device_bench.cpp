@@ -70,6 +70,9 @@ BENCHMARK(BM_Conv)
     // resnet18 layer2's first conv (stride 2) and its 1x1 stride-2 downsample
     ->Args({1, 64, 128, 56, 3, 2, 0, 0})
     ->Args({1, 64, 128, 56, 1, 2, 0, 0})
+    // resnet50 layer1's 1x1 convs: 4x more output than input values, and 4x less
+    ->Args({1, 64, 256, 56, 1, 1, 0, 0})
+    ->Args({1, 256, 64, 56, 1, 1, 0, 0})
     // a mobilenet-style depthwise 3x3, and stride 2
     ->Args({1, 64, 64, 56, 3, 1, 1, 0})
     ->Args({1, 128, 128, 56, 3, 2, 1, 0})
