@@ -655,8 +655,8 @@ void drive(const DenseConv& c, std::uint64_t tile_k, std::uint64_t kn_padded,
 }  // namespace
 
 namespace detail {
-// Work units of kGemmPixels output pixels x kGemmK output channels, each summed into its own y
-// rows (every index writes its own acc / snapshot entries: any thread count gives the same
+// Work units of up to kGemmPixels output pixels x kGemmK output channels, each summed into its own
+// y rows (every index writes its own acc / snapshot entries: any thread count gives the same
 // integers); pixel units outer, so a unit's inputs stay in the cache for its channel blocks.
 void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot,
                      GemmTiles quad_tiles, GemmTiles pair_tiles, LanesOut out,
@@ -709,11 +709,18 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
   const std::uint64_t split_steps = live_steps_before(live, split, taps);
   op.split = split_steps;
   const std::uint64_t ow = c.ow(), pixels = c.oh() * ow;
-  const std::uint64_t p_units = (pixels + kGemmPixels - 1) / kGemmPixels;
+  // Pixel units of as equal a size as whole words allow (14x14: 4 x 49 -> 52, 52, 52, 40, not
+  // 64, 64, 64, 4, whose last unit streams every weight for 4 pixels).
+  // (A multiple of 4: the row sink takes whole words.)
+  const std::uint64_t fewest_units =
+      std::max<std::uint64_t>(1, (pixels + kGemmPixels - 1) / kGemmPixels);
+  const std::uint64_t unit_pixels =
+      std::min(kGemmPixels, ((pixels + fewest_units - 1) / fewest_units + 3) / 4 * 4);
+  const std::uint64_t p_units = (pixels + unit_pixels - 1) / unit_pixels;
   const std::uint64_t k_units = (kn_padded + kGemmK - 1) / kGemmK;
   auto unit = [&](std::uint64_t u) {
-    const std::uint64_t p0 = u / k_units * kGemmPixels, k0 = u % k_units * kGemmK;
-    const std::uint64_t n = std::min(kGemmPixels, pixels - p0);
+    const std::uint64_t p0 = u / k_units * unit_pixels, k0 = u % k_units * kGemmK;
+    const std::uint64_t n = std::min(unit_pixels, pixels - p0);
     const std::uint64_t blocks = std::min(kGemmK, kn_padded - k0) / kGemmBlock;
     std::uint64_t q[kGemmPixels];
     // Pixel p0 + i at (row, column) of the output is word row * wq + column (one division per
@@ -808,8 +815,8 @@ bool has_dense_conv_rows(Isa isa) { return gemm_level(cpu::resolve(isa, "dense_c
 bool dense_conv_rows(const DenseConv& c, std::int32_t* snapshot, const RowSink& sink, Isa isa) {
   const Isa level = cpu::resolve(isa, "dense_conv");
   if (!gemm_level(level)) return false;
-  // The GEMM form's work units: kGemmPixels (a multiple of 4) pixels from a multiple of it, and
-  // kGemmK (a multiple of 8) channels, which end at the last pixel or channel.
+  // The GEMM form's work units: up to kGemmPixels pixels, a multiple of 4 from a multiple of it,
+  // and kGemmK (a multiple of 8) channels, which end at the last pixel or channel.
   static_assert(detail::kGemmPixels % 4 == 0 && detail::kGemmK % 8 == 0);
   dense_conv_gemm_at(level, c, nullptr, snapshot, &sink);
   return true;

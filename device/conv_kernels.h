@@ -350,7 +350,7 @@ bool inputs_nonnegative(const DenseConv& conv);
 // are kGemmBlock channels): words of 2 int16 (pairs) or 4 u8 (quads) channels, weights
 // [kn_padded / 8][groups][taps][8].
 constexpr std::uint64_t kGemmK = 64;       // output channels per work unit (y row)
-constexpr std::uint64_t kGemmPixels = 64;  // output pixels per work unit
+constexpr std::uint64_t kGemmPixels = 64;  // output pixels per work unit, at most
 struct GemmOperands {
   const std::uint32_t* x = nullptr;  // the packed words (Packed::x or PackedQuads::x)
   // The steps a tile takes, the live (group, tap)s (live_steps): step s multiplies the input
