@@ -19,6 +19,7 @@
 
 #include "common/error.h"
 
+#include <type_traits>
 #include <utility>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -74,7 +75,10 @@ struct Zmm {
 // step, the V blocks' weights loaded and each pixel's input word broadcast once into all of
 // them. `start` (8 V lanes, or null) is added to every pixel's sums first. P = 8 with V = 2 in
 // ymm or V = 4 in zmm is 16 sums, 2 weight vectors and a broadcast of the 32 registers.
-template <int P, int V, typename W>
+// kContiguous: the pixels' words are consecutive (q[i] = q[0] + i), so every broadcast reads
+// from one pointer at a fixed displacement; with 8 pointers the general registers run out and
+// one is moved in from a vector register on every step.
+template <int P, int V, typename W, bool kContiguous>
 NPUKIT_AVX512VNNI static inline void gemm_tile(const GemmOperands& op, const std::uint32_t* w,
                                                const std::int32_t* start, const std::uint64_t* q,
                                                std::uint64_t s_begin, std::uint64_t s_end,
@@ -102,7 +106,7 @@ NPUKIT_AVX512VNNI static inline void gemm_tile(const GemmOperands& op, const std
     for (int v = 0; v < N; ++v) wv[v] = W::weights(wp + W::kBlocks * v * w_block, w_block);
 #pragma GCC unroll 16
     for (int i = 0; i < P; ++i) {
-      const typename W::Vec b = W::broadcast(xi[i][off]);
+      const typename W::Vec b = W::broadcast(kContiguous ? xi[0][off + i] : xi[i][off]);
 #pragma GCC unroll 8
       for (int v = 0; v < N; ++v) acc[i][v] = W::dot(acc[i][v], b, wv[v]);
     }
@@ -114,17 +118,19 @@ NPUKIT_AVX512VNNI static inline void gemm_tile(const GemmOperands& op, const std
       W::store(y + static_cast<std::uint64_t>(i) * kGemmK + kLanes * v, acc[i][v]);
 }
 
-// The tile of V blocks: zmm vectors for 4, ymm for 1 and 2.
+// The tile of V blocks: zmm vectors for 4, ymm for 1 and 2; the contiguous form when the pixels
+// lie in one output row (q increases, so a span of P - 1 means consecutive words).
 template <int P, int V>
 NPUKIT_AVX512VNNI static inline void gemm_tile_vnni(const GemmOperands& op, const std::uint32_t* w,
                                                     const std::int32_t* start,
                                                     const std::uint64_t* q, std::uint64_t s_begin,
                                                     std::uint64_t s_end, bool accumulate,
                                                     std::int32_t* y) {
-  if constexpr (V % 2 == 0 && V > 2)
-    gemm_tile<P, V, Zmm>(op, w, start, q, s_begin, s_end, accumulate, y);
+  using Vec = std::conditional_t<(V % 2 == 0 && V > 2), Zmm, Ymm>;
+  if (q[P - 1] - q[0] == P - 1)
+    gemm_tile<P, V, Vec, true>(op, w, start, q, s_begin, s_end, accumulate, y);
   else
-    gemm_tile<P, V, Ymm>(op, w, start, q, s_begin, s_end, accumulate, y);
+    gemm_tile<P, V, Vec, false>(op, w, start, q, s_begin, s_end, accumulate, y);
 }
 
 template <int V>
