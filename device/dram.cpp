@@ -5,6 +5,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <new>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 namespace npukit::device {
 
@@ -32,11 +37,61 @@ void Dram::check_range(std::uint64_t addr, std::uint64_t bytes, std::string_view
 std::uint8_t* Dram::page_for_write(std::uint64_t page) {
   page_stamps_[page] = ++stamp_;
   auto& p = pages_[page];
-  if (!p) {
-    // Value-initialised: zeros.
-    p.reset(new (std::align_val_t{kPageAlignment}) std::uint8_t[kPageBytes]());
+  if (!p) p = arena_.allocate();
+  return p;
+}
+
+// Under AddressSanitizer each page is its own heap block instead, so an access past a page's
+// end is reported rather than landing in the next page of a chunk.
+#if defined(__SANITIZE_ADDRESS__)  // gcc
+#define NPUKIT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)  // clang
+#define NPUKIT_ASAN 1
+#endif
+#endif
+#if defined(__linux__) && !defined(NPUKIT_ASAN)
+#define NPUKIT_DRAM_CHUNKS 1
+#else
+#define NPUKIT_DRAM_CHUNKS 0
+#endif
+
+std::uint8_t* Dram::PageArena::allocate() {
+#if NPUKIT_DRAM_CHUNKS
+  if (used_ == kChunkBytes) {
+    // A 2 MiB-aligned chunk out of a mapping twice its size (the ends unmapped again).
+    void* m =
+        mmap(nullptr, 2 * kChunkBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) throw std::bad_alloc();
+    auto* base = static_cast<std::uint8_t*>(m);
+    const std::uint64_t skip =
+        (kChunkBytes - reinterpret_cast<std::uintptr_t>(base) % kChunkBytes) % kChunkBytes;
+    if (skip) munmap(base, skip);
+    munmap(base + skip + kChunkBytes, kChunkBytes - skip);
+    std::uint8_t* chunk = base + skip;
+    madvise(chunk, kChunkBytes, MADV_HUGEPAGE);  // a hint: without THP the chunk still works
+    chunks_.push_back(chunk);
+    used_ = 0;
   }
-  return p.get();
+  std::uint8_t* page = chunks_.back() + used_;
+  used_ += kPageBytes;
+  return page;
+#else
+  chunks_.push_back(new (std::align_val_t{kPageAlignment}) std::uint8_t[kPageBytes]());
+  return chunks_.back();
+#endif
+}
+
+void Dram::PageArena::release() {
+  for (std::uint8_t* chunk : chunks_) {
+#if NPUKIT_DRAM_CHUNKS
+    munmap(chunk, kChunkBytes);
+#else
+    ::operator delete[](chunk, std::align_val_t{kPageAlignment});
+#endif
+  }
+  chunks_.clear();
+  used_ = kChunkBytes;
 }
 
 void Dram::read(std::uint64_t addr, std::span<std::uint8_t> out, std::string_view who) const {
@@ -45,7 +100,7 @@ void Dram::read(std::uint64_t addr, std::span<std::uint8_t> out, std::string_vie
       addr, out.size(),
       [&](std::uint64_t page, std::uint64_t in_page, std::uint64_t done, std::uint64_t n) {
         if (pages_[page])
-          std::memcpy(out.data() + done, pages_[page].get() + in_page, n);
+          std::memcpy(out.data() + done, pages_[page] + in_page, n);
         else
           std::memset(out.data() + done, 0, n);
         return true;
@@ -58,7 +113,7 @@ bool Dram::equals(std::uint64_t addr, ByteSpan expected, std::string_view who) c
       addr, expected.size(),
       [&](std::uint64_t page, std::uint64_t in_page, std::uint64_t done, std::uint64_t n) {
         const std::uint8_t* want = expected.data() + done;
-        if (pages_[page]) return std::memcmp(want, pages_[page].get() + in_page, n) == 0;
+        if (pages_[page]) return std::memcmp(want, pages_[page] + in_page, n) == 0;
         return std::all_of(want, want + n, [](std::uint8_t b) { return b == 0; });
       });
 }
@@ -127,9 +182,10 @@ bool Dram::unwritten_since(std::uint64_t addr, std::uint64_t bytes, std::uint64_
 void Dram::clear() {
   ++stamp_;
   for (std::size_t i = 0; i < pages_.size(); ++i) {
-    pages_[i].reset();
+    pages_[i] = nullptr;
     page_stamps_[i] = stamp_;
   }
+  arena_.release();
 }
 
 }  // namespace npukit::device

@@ -1,7 +1,7 @@
 // The board's DRAM as the device model sees it (gati.md 5.1, 14.5; DECISIONS.md 3): a flat byte
 // array in stream order (a 256-bit DRAM word holds stream byte 0 in bits [255:248]), with no
 // timing of its own. Pages are allocated on first write, so a 512 MiB DRAM costs only what a
-// program touches; reading memory nobody wrote gives 0.
+// program touches (in 2 MiB chunks, PageArena); reading memory nobody wrote gives 0.
 //
 // Writes are tracked per page (write_stamp / unwritten_since): a caller that keeps something
 // derived from a DRAM range (the CONV block's mapped weights) can tell in a few page compares,
@@ -18,8 +18,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
-#include <new>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -61,8 +59,7 @@ class Dram {
     for_each_page(
         addr, bytes,
         [&](std::uint64_t page, std::uint64_t in_page, std::uint64_t done, std::uint64_t n) {
-          f(done,
-            pages_[page] ? static_cast<const std::uint8_t*>(pages_[page].get() + in_page) : nullptr,
+          f(done, pages_[page] ? static_cast<const std::uint8_t*>(pages_[page] + in_page) : nullptr,
             n);
           return true;
         });
@@ -98,10 +95,6 @@ class Dram {
   void clear();
 
   static constexpr std::uint64_t kPageBytes = 64 * 1024;
-  // Pages start on a cache line, so the 32-byte DRAM words the blocks load and store as vectors
-  // never straddle two lines (new[] aligns to 16: every other word did, which cost the int32
-  // partial-sum passes of a split kernel about 10 %).
-  static constexpr std::size_t kPageAlignment = 64;
 
  private:
   // The one walk over the pages of [addr, addr + bytes) (range already checked): f(page, in_page,
@@ -125,12 +118,27 @@ class Dram {
   std::uint64_t size_;
   std::uint64_t id_;
   std::uint64_t stamp_ = 0;
-  struct PageDelete {
-    void operator()(std::uint8_t* p) const {
-      ::operator delete[](p, std::align_val_t{kPageAlignment});
-    }
+  // Where the pages live: 2 MiB chunks, 64 KiB-aligned pages handed out in order (so the 32-byte
+  // words the blocks load and store as vectors never straddle two cache lines), each chunk
+  // asked to be one transparent huge page. The blocks stream over MiB-sized DRAM regions (a
+  // split kernel's int32 partial sums: 3.2 MB per piece of resnet's stem), which with 4 KiB
+  // pages take a TLB entry every 4 KiB. Fresh chunks read as zeros.
+  class PageArena {
+   public:
+    PageArena() = default;
+    PageArena(const PageArena&) = delete;
+    PageArena& operator=(const PageArena&) = delete;
+    ~PageArena() { release(); }
+    std::uint8_t* allocate();  // kPageBytes of zeros
+    void release();            // every page handed out, at once
+   private:
+    static constexpr std::uint64_t kChunkBytes = 2 << 20;
+    static constexpr std::size_t kPageAlignment = 64;  // page by page: a cache line
+    std::vector<std::uint8_t*> chunks_;                // or pages, one by one (dram.cpp)
+    std::uint64_t used_ = kChunkBytes;                 // bytes handed out of the last chunk
   };
-  std::vector<std::unique_ptr<std::uint8_t[], PageDelete>> pages_;
+  PageArena arena_;
+  std::vector<std::uint8_t*> pages_;        // null: never written (reads as zeros)
   std::vector<std::uint64_t> page_stamps_;  // per page: write_stamp() after its last write
 };
 
