@@ -237,15 +237,6 @@ void infer_qlinear_conv_transpose(InferenceContext& ctx) {
   set_output(ctx, out_type, dims);
 }
 
-// The input that holds a windowed op's weights (whose shape gives its kernel), or -1 for the
-// pools (their kernel is an attribute).
-int weights_input(const std::string& op) {
-  if (op == "Conv" || op == "ConvInteger" || op == "ConvTranspose") return 1;
-  if (op == "QLinearConv") return 3;
-  if (op == "MaxPool" || op == "AveragePool" || op == "LpPool") return -1;
-  return -2;  // not a windowed op of the default domain
-}
-
 // libonnx 1.12's conv and pool shape inference sizes its per-axis vectors (dilations, strides)
 // by the data input's rank, then walks the kernel's axes, taken from the weights' shape when
 // kernel_shape is absent: a data input whose rank differs from the weights' (a fuzzed model's
@@ -289,8 +280,9 @@ class ContribRegistry final : public ::onnx::ISchemaRegistry {
       return it == schemas_.end() ? nullptr : &it->second;
     }
     const OpSchema* schema = ::onnx::OpSchemaRegistry::Schema(key, max_inclusive_version, domain);
-    const int weights = weights_input(key);
-    if (!schema || weights < -1 || !(domain.empty() || domain == "ai.onnx")) return schema;
+    const int weights = window_weights_input(key);
+    if (!schema || weights == kNotWindowed || !(domain.empty() || domain == "ai.onnx"))
+      return schema;
     // A copy whose inference checks the ranks before libonnx's own (check_window_ranks), made
     // once per schema version and kept for the registry's life.
     const std::lock_guard lock(guarded_mutex_);
@@ -327,6 +319,27 @@ class ContribRegistry final : public ::onnx::ISchemaRegistry {
 };
 
 }  // namespace
+
+int window_weights_input(std::string_view op) {
+  static const std::map<std::string_view, int> kWeights = {
+      {"Conv", 1},
+      {"ConvInteger", 1},
+      {"ConvTranspose", 1},
+      {"DeformConv", 1},
+      {"FusedConv", 1},
+      {"NhwcConv", 1},
+      {"QLinearConv", 3},
+      {"QLinearConvTranspose", 3},
+      {"MaxPool", kNoWeights},
+      {"AveragePool", kNoWeights},
+      {"LpPool", kNoWeights},
+      {"MaxUnpool", kNoWeights},
+      {"NhwcMaxPool", kNoWeights},
+      {"QLinearAveragePool", kNoWeights},
+  };
+  const auto it = kWeights.find(op);
+  return it == kWeights.end() ? kNotWindowed : it->second;
+}
 
 const ::onnx::ISchemaRegistry* schema_registry_with_contrib() {
   static const ContribRegistry registry;

@@ -8,9 +8,18 @@
 
 #include <onnx/defs/schema.h>
 
+#include <string_view>
+
 namespace npukit::onnxio {
 
-// ONNX's own registry plus the com.microsoft schemas above.
+// ONNX's own registry plus the com.microsoft schemas above. Its default-domain conv and pool
+// schemas check their inputs' ranks before libonnx's own inference reads them.
 const ::onnx::ISchemaRegistry* schema_registry_with_contrib();
+
+// The windowed ops (convolutions and pools, both domains): the input that holds an op's weights
+// (whose shape gives the kernel), kNoWeights for a pool (its kernel is an attribute), or
+// kNotWindowed for any other op.
+inline constexpr int kNoWeights = -1, kNotWindowed = -2;
+int window_weights_input(std::string_view op_type);
 
 }  // namespace npukit::onnxio

@@ -282,15 +282,6 @@ std::string node_label(const NodeProto& n, int index) {
 // Limits name the attribute and the allowed range.
 constexpr std::int64_t kMaxSpatialAttr = std::int64_t{1} << 24;
 
-bool is_windowed_op(const NodeProto& n) {
-  static const std::set<std::string> kOps = {
-      "Conv",      "ConvInteger", "QLinearConv", "ConvTranspose",
-      "MaxPool",   "AveragePool", "LpPool",      "QLinearAveragePool",
-      "MaxUnpool", "DeformConv",  "NhwcMaxPool", "QLinearConvTranspose",
-      "FusedConv", "NhwcConv"};
-  return kOps.count(n.op_type()) > 0;
-}
-
 void validate_node_attributes(const NodeProto& n, int index,
                               const std::map<std::string, int>& ranks, const std::string& what) {
   const std::string where = fmt::format("{}: {}", what, node_label(n, index));
@@ -320,7 +311,8 @@ void validate_node_attributes(const NodeProto& n, int index,
       fail("{}: attribute blocksize = {} is out of range (allowed 1..{})", where, *b,
            kMaxSpatialAttr);
   }
-  if (!is_windowed_op(n)) return;
+  const int weights = window_weights_input(n.op_type());
+  if (weights == kNotWindowed) return;
   if (auto g = int_attr("group"); g && (*g < 1 || *g > kMaxSpatialAttr))
     fail("{}: attribute group = {} is out of range (allowed 1..{})", where, *g, kMaxSpatialAttr);
   // The number of spatial axes: from kernel_shape, else from the rank of the data input or the
@@ -332,10 +324,8 @@ void validate_node_attributes(const NodeProto& n, int index,
     spatial = static_cast<int>(k->size());
     spatial_from = "kernel_shape";
   } else {
-    const bool quantized = n.op_type().rfind("QLinear", 0) == 0;
-    const int data = 0, weights = quantized ? 3 : 1;
-    for (int i : {data, weights}) {
-      if (n.input_size() <= i) continue;
+    for (int i : {0, weights}) {  // the data, then the weights (none for a pool)
+      if (i < 0 || n.input_size() <= i) continue;
       auto it = ranks.find(n.input(i));
       if (it != ranks.end() && it->second >= 2) {
         spatial = it->second - 2;

@@ -399,6 +399,55 @@ TEST(OnnxImportErrors, WindowAttributesAreValidatedBeforeShapeInference) {
   EXPECT_EQ(load_error(window_model("strides", {2, 2}, "MaxPool", {1, 1, 2, 2})), "(no error)");
 }
 
+// Without kernel_shape, and with a data input whose rank the model does not state, the number of
+// spatial axes comes from the weights' rank: input 3 of a QLinearConv (inputs 1 and 2 are the
+// data's scalar scale and zero point), input 1 of a Conv.
+TEST(OnnxImportErrors, WindowAttributeCountsFollowTheWeightsInputOfEachOp) {
+  for (const bool quantized : {false, true}) {
+    SCOPED_TRACE(quantized ? "QLinearConv" : "Conv");
+    ModelBuilder b;
+    // The conv reads r, an Identity's output whose shape the model does not state.
+    b.input("x", {1, 1, 4, 4}, quantized ? ::onnx::TensorProto::UINT8 : ::onnx::TensorProto::FLOAT);
+    b.node("Identity", {"x"}, {"r"});
+    auto scalar = [&](const std::string& name, int type) {
+      auto* t = b.g().add_initializer();
+      t->set_name(name);
+      t->set_data_type(type);
+      if (type == ::onnx::TensorProto::FLOAT)
+        t->add_float_data(0.5f);
+      else
+        t->add_int32_data(0);
+    };
+    std::vector<std::string> inputs = {"r", "w"};
+    if (quantized) {
+      scalar("xs", ::onnx::TensorProto::FLOAT);
+      scalar("xz", ::onnx::TensorProto::UINT8);
+      scalar("ws", ::onnx::TensorProto::FLOAT);
+      scalar("wz", ::onnx::TensorProto::INT8);
+      scalar("ys", ::onnx::TensorProto::FLOAT);
+      scalar("yz", ::onnx::TensorProto::UINT8);
+      inputs = {"r", "xs", "xz", "w", "ws", "wz", "ys", "yz"};
+      auto* w = b.g().add_initializer();
+      w->set_name("w");
+      w->set_data_type(::onnx::TensorProto::INT8);
+      for (int d : {1, 1, 3, 3}) w->add_dims(d);
+      for (int i = 0; i < 9; ++i) w->add_int32_data(1);
+    } else {
+      b.floats("w", {1, 1, 3, 3}, std::vector<float>(9, 1.0f));
+    }
+    auto& n = b.node(quantized ? "QLinearConv" : "Conv", inputs, {"y"});
+    n.set_name("c0");
+    auto* a = n.add_attribute();
+    a->set_name("strides");
+    a->set_type(::onnx::AttributeProto::INTS);
+    a->add_ints(1);
+    b.output("y", {}, quantized ? ::onnx::TensorProto::UINT8 : ::onnx::TensorProto::FLOAT);
+    const std::string msg = load_error(b);
+    EXPECT_THAT(msg, HasSubstr("strides has 1 entries, expected 2"));
+    EXPECT_THAT(msg, HasSubstr("from the rank of input 'w'"));
+  }
+}
+
 // A conv whose data input reaches it with a rank the weights do not have, known only once shape
 // inference has walked the nodes before it (here a Relu of a rank-2 input; a fuzzed QLinearConv
 // after a QuantizeLinear crashed libonnx's inference this way), and a pool on a rank-2 input:
