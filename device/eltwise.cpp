@@ -224,16 +224,27 @@ bool eltwise_words(LayerContext& ctx, const EltwiseLaneParams& lane, const Activ
   auto run = [&](std::uint64_t at, const std::uint8_t* a, const std::uint8_t* b, std::uint8_t* y,
                  std::uint64_t n) {
     // The padding bytes: left out of `wrapped` (read before y is written: y may be a), then 0.
+    // Only the words that hold some are visited, each once: the last word of every group when
+    // the pixels pad it, every word of the last group when the channels do.
     auto each_padding_byte = [&](auto f) {
-      for (std::uint64_t w = at / 32; w < (at + n) / 32; ++w) {
+      const std::uint64_t w0 = at / 32, w1 = (at + n) / 32;
+      const auto word = [&](std::uint64_t w) {
         const bool pad_c = real_c != 0 && w / group_words == last_group;
         const bool pad_p = real_p != 0 && w % group_words == group_words - 1;
-        if (pad_c || pad_p)
-          for (std::uint64_t k = 0; k < 32; ++k)
-            if ((pad_c && k / 4 >= real_c) || (pad_p && k % 4 >= real_p)) f(w * 32 - at + k);
-      }
+        for (std::uint64_t k = 0; k < 32; ++k)
+          if ((pad_c && k / 4 >= real_c) || (pad_p && k % 4 >= real_p)) f(w * 32 - at + k);
+      };
+      const std::uint64_t last_group_first = last_group * group_words;
+      if (real_p != 0)  // the groups' last words, but the last group's when it is visited whole
+        for (std::uint64_t w = w0 / group_words * group_words + group_words - 1;
+             w < w1 && (real_c == 0 || w < last_group_first); w += group_words)
+          word(w);
+      if (real_c != 0)
+        for (std::uint64_t w = std::max(w0, last_group_first); w < w1; ++w) word(w);
     };
-    if (padded)
+    // With both zero points 0, as the compiler emits them, no int8 operand wraps: no pass (on
+    // resnet50's 7x7 x 2048 adds, 3 of every 13 words padding, it took 2/3 of the layer's time).
+    if (padded && (lane.a_zero != 0 || lane.b_zero != 0))
       each_padding_byte([&](std::uint64_t e) {
         wrapped -= eltwise_zero_point_wraps(static_cast<std::int8_t>(a[e]), lane.a_zero) ||
                    eltwise_zero_point_wraps(static_cast<std::int8_t>(b[e]), lane.b_zero);

@@ -428,6 +428,9 @@ TEST(EltwiseBlock, WholeWordPathEqualsTheDefinitionOnEveryPath) {
       {1, 900, 1300, 0, 0, 150, 7},
       {2, 131071, 131071, -128, -128, 3, 30},
       {2, -3000, 2500, 1, 2, 77, 12},
+      // One zero point 0: the other operand's stale padding can still wrap.
+      {0, 800, -900, 0, -5, 170, 9},
+      {1, 600, 700, 4, 0, 200, 10},
       // Zero points 0 (the compiler's residual adds: AScale about 2^15, BScale 2^16, QuantScale
       // about 2^15, T = 31), at the limb split's edges (T = 16 and 41, products near 2^31) and
       // past them (T = 15; products to 2^32), where the sum is formed another way.
