@@ -211,6 +211,24 @@ TEST(Evaluate, QueueTakersMergeToTheSingleRun) {
   ASSERT_EQ(all.layers.size(), one.layers.size());
   for (std::size_t i = 0; i < one.layers.size(); ++i)
     EXPECT_EQ(all.layers[i].cycles, one.layers[i].cycles);
+  // Each layer's model time: the takers' warm images' sum over their count.
+  ASSERT_EQ(all.warm_layer_seconds.size(), one.layers.size());
+  for (std::size_t i = 0; i < one.layers.size(); ++i) {
+    double sum = 0;
+    for (const EvalResult& p : parts)
+      if (!p.warm_layer_seconds.empty()) sum += p.warm_layer_seconds[i];
+    EXPECT_DOUBLE_EQ(all.warm_layer_seconds[i], sum) << i;
+    EXPECT_GT(all.layers[i].model_seconds, 0.0) << i;
+    EXPECT_DOUBLE_EQ(all.layers[i].model_seconds, sum / static_cast<double>(all.warm_images)) << i;
+  }
+  // The same through the bytes MPI ranks send each other.
+  std::vector<EvalResult> sent;
+  for (const EvalResult& p : parts)
+    sent.push_back(decode_eval_result(encode_eval_result(p), "taker"));
+  const EvalResult received = merge_shards(sent);
+  EXPECT_EQ(received.warm_layer_seconds, all.warm_layer_seconds);
+  for (std::size_t i = 0; i < one.layers.size(); ++i)
+    EXPECT_EQ(received.layers[i].model_seconds, all.layers[i].model_seconds) << i;
   // Interleaved takers, as two cores would leave them: predictions back in image order, the
   // layers of the one that ran the last image.
   EvalResult a, b;

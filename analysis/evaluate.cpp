@@ -86,6 +86,15 @@ void add_segment_stats(std::vector<runtime::SegmentStats>& total,
   }
 }
 
+namespace {
+// Each layer's model_seconds: its mean over the warm images.
+void mean_layer_seconds(EvalResult& r) {
+  if (r.warm_images == 0 || r.warm_layer_seconds.size() != r.layers.size()) return;
+  for (std::size_t j = 0; j < r.layers.size(); ++j)
+    r.layers[j].model_seconds = r.warm_layer_seconds[j] / static_cast<double>(r.warm_images);
+}
+}  // namespace
+
 EvalResult evaluate(runtime::Session& session, const ir::Tensor& x,
                     const std::vector<std::int64_t>& labels, const EvalOptions& options,
                     const std::string& data_name, const std::string& labels_name) {
@@ -148,6 +157,11 @@ EvalResult evaluate(runtime::Session& session, const ir::Tensor& x,
     r.int8_correct += p == labels[i];
     r.device_cycles += result.device_cycles;
     add_segment_stats(r.segments, result.segments);
+    if (r.images > 1) {
+      r.warm_layer_seconds.resize(result.layers.size(), 0.0);
+      for (std::size_t j = 0; j < result.layers.size() && j < r.warm_layer_seconds.size(); ++j)
+        r.warm_layer_seconds[j] += result.layers[j].model_seconds;
+    }
     r.layers = std::move(result.layers);  // the last image's (moved: no copy of the names)
     if (float_model) {
       const std::string& fin = float_model->inputs[0];
@@ -166,6 +180,7 @@ EvalResult evaluate(runtime::Session& session, const ir::Tensor& x,
     r.warm_seconds = std::chrono::duration<double>(t1 - warm_from).count();
     r.warm_cpu_seconds = thread_cpu_seconds() - warm_cpu_from;
   }
+  mean_layer_seconds(r);
   return r;
 }
 
@@ -194,6 +209,11 @@ EvalResult merge_shards(const std::vector<EvalResult>& shards) {
     r.predictions.insert(r.predictions.end(), s.predictions.begin(), s.predictions.end());
     add_segment_stats(r.segments, s.segments);
     if (s.images > 0 && s.image_indices.empty()) r.layers = s.layers;
+    if (r.warm_layer_seconds.empty())
+      r.warm_layer_seconds = s.warm_layer_seconds;
+    else if (s.warm_layer_seconds.size() == r.warm_layer_seconds.size())
+      for (std::size_t j = 0; j < s.warm_layer_seconds.size(); ++j)
+        r.warm_layer_seconds[j] += s.warm_layer_seconds[j];
   }
   // The takers of a queue: predictions by image, the layers of whoever ran the last one.
   std::vector<std::pair<std::int64_t, std::int64_t>> by_image;
@@ -213,6 +233,7 @@ EvalResult merge_shards(const std::vector<EvalResult>& shards) {
     std::sort(by_image.begin(), by_image.end());
     for (std::size_t i = 0; i < by_image.size(); ++i) r.predictions[i] = by_image[i].second;
   }
+  mean_layer_seconds(r);
   return r;
 }
 
@@ -234,7 +255,8 @@ std::string encode_eval_result(const EvalResult& r) {
                          {"warm_cpu_seconds", r.warm_cpu_seconds},
                          {"predictions", r.predictions},
                          {"segments", segments},
-                         {"layers", layers}};
+                         {"layers", layers},
+                         {"warm_layer_seconds", r.warm_layer_seconds}};
   return j.dump();
 }
 
@@ -260,6 +282,7 @@ EvalResult decode_eval_result(const std::string& bytes, const std::string& what)
     for (const auto& l : j.at("layers"))
       r.layers.push_back(
           {l.at(0).get<std::string>(), l.at(1).get<std::string>(), l.at(2).get<std::uint64_t>()});
+    r.warm_layer_seconds = j.at("warm_layer_seconds").get<std::vector<double>>();
     if (static_cast<std::int64_t>(r.predictions.size()) != r.images)
       fail("{} predictions for {} images", r.predictions.size(), r.images);
     return r;

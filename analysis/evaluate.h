@@ -72,7 +72,12 @@ struct EvalResult {
   // order, and this is empty).
   std::vector<std::int64_t> image_indices;
   std::vector<runtime::SegmentStats> segments;  // summed over the images
-  std::vector<runtime::LayerCycles> layers;     // of the last image
+  // Of the last image, but each layer's model_seconds is its mean over the warm images (the
+  // in-process device model's time for the layer; see warm_layer_seconds).
+  std::vector<runtime::LayerCycles> layers;
+  // Per device layer, the model's wall time summed over the warm images (merge_shards adds them;
+  // encode_eval_result carries them to the rank that merges).
+  std::vector<double> warm_layer_seconds;
 
   double int8_top1() const { return images ? double(int8_correct) / images : 0; }
   double float_top1() const { return images ? double(float_correct) / images : 0; }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <optional>
 
 namespace npukit::device {
@@ -483,7 +484,12 @@ void Device::run_program() {
     ls.opcode = mega_op;
     ls.instruction_index = group.mega_index;
     ls.start_cycle = cycle;
-    if (!config_.timing_only) ls.timing = fn(ctx);
+    if (!config_.timing_only) {
+      const auto began = std::chrono::steady_clock::now();
+      ls.timing = fn(ctx);
+      ls.model_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    }
     ls.ack_order.push_back(std::string(isa::name(mega_op)));
     if (group.tail) ls.ack_order.push_back("TailBlock");
     ls.ack_order.push_back("OutputBlock");

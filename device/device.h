@@ -57,6 +57,9 @@ struct LayerStats {
   bool dispatched = false;
   std::uint64_t dispatch_bytes = 0;  // payload bytes of the frame, if dispatched
   std::uint64_t start_cycle = 0;     // cycle the layer's START fired, from the soft start
+  // This model's own wall time for the layer's block (what simulating it cost on this host, not
+  // the board's time, which is `timing`): for finding where the simulator's time goes.
+  double model_seconds = 0;
 };
 
 struct RunStats {

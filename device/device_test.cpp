@@ -66,6 +66,7 @@ TEST(Device, RunsOnTheStartPacketAndDispatches) {
   EXPECT_EQ(layer.ack_order, (std::vector<std::string>{"CONV", "TailBlock", "OutputBlock"}));
   EXPECT_TRUE(layer.dispatched);
   EXPECT_GT(dev->stats().total_cycles, layer.timing.cycles);
+  EXPECT_GT(layer.model_seconds, 0.0);  // what simulating it took here
 }
 
 TEST(Device, AnyChunkingGivesTheSameResult) {

@@ -166,6 +166,7 @@ py::dict layer_list_stats(const runtime::RunResult& r) {
     d["name"] = l.name;
     d["opcode"] = l.opcode;
     d["cycles"] = l.cycles;
+    d["model_seconds"] = l.model_seconds;
     layers.append(d);
   }
   stats["layers"] = layers;

@@ -185,6 +185,7 @@ ref::TensorMap Session::run_device(const isa::ManifestSegment& segment,
         lc.name = layer < program_.manifest.layers.size() ? program_.manifest.layers[layer].name
                                                           : lc.opcode;
         lc.cycles = rc.layers[i].second;
+        if (i < rc.model_seconds.size()) lc.model_seconds = rc.model_seconds[i];
         result.layers.push_back(std::move(lc));
       }
     }

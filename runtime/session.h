@@ -30,6 +30,7 @@ struct LayerCycles {
   std::string name;  // manifest layer name when known, else the opcode
   std::string opcode;
   std::uint64_t cycles = 0;
+  double model_seconds = 0;  // the in-process model's wall time for it (RunCycles), else 0
 };
 
 // What one segment did (summed over the images of a batch).

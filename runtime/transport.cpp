@@ -16,7 +16,10 @@ namespace npukit::runtime {
 RunCycles run_cycles_of(const device::RunStats& stats) {
   RunCycles c;
   c.total = stats.total_cycles;
-  for (const auto& l : stats.layers) c.layers.emplace_back(l.opcode, l.timing.cycles);
+  for (const auto& l : stats.layers) {
+    c.layers.emplace_back(l.opcode, l.timing.cycles);
+    c.model_seconds.push_back(l.model_seconds);
+  }
   return c;
 }
 

@@ -31,6 +31,9 @@ inline constexpr std::uint32_t kAppRunCycles = 0xFFFE;
 struct RunCycles {
   std::uint64_t total = 0;
   std::vector<std::pair<isa::Opcode, std::uint64_t>> layers;
+  // Per layer, the model's own wall time (device::LayerStats::model_seconds): in-process devices
+  // only; not part of the record a board sends, so empty over the protocol.
+  std::vector<double> model_seconds;
 };
 RunCycles run_cycles_of(const device::RunStats& stats);
 // Big-endian: u32 layer count, u64 total, then per layer u8 opcode and u64 cycles.

@@ -286,7 +286,8 @@ const npukit::tools::CommandRegistrar kReg{
       sub.add_flag("-q,--quiet", args->quiet, "no progress bar");
       sub.add_option("--stats-json", args->stats_json,
                      "write per-segment (where, cycles or host time, bytes each way) and "
-                     "per-layer stats, per image, as JSON");
+                     "per-layer stats (cycles; the device model's own time, the mean over the "
+                     "images after each worker's first), per image, as JSON");
       npukit::tools::add_program_options(sub, args->program);
       npukit::tools::add_input_shape_option(sub, args->program);
       sub.callback([args] { run(*args); });

@@ -33,8 +33,9 @@ std::string slurp(const fs::path& p) {
 nlohmann::json without_timing(nlohmann::json j) {
   if (j.is_object()) {
     // The warm figures too: how many images follow a worker's first depends on the workers.
-    for (const char* key : {"seconds_per_image", "host_seconds", "host_ms", "ms", "warm_images",
-                            "warm_seconds_per_image", "warm_cpu_seconds_per_image"})
+    for (const char* key :
+         {"seconds_per_image", "host_seconds", "host_ms", "ms", "warm_images",
+          "warm_seconds_per_image", "warm_cpu_seconds_per_image", "model_seconds"})
       j.erase(key);
     for (auto& [key, value] : j.items()) value = without_timing(value);
   } else if (j.is_array()) {

@@ -227,7 +227,10 @@ void write_stats_json(const std::string& path, const isa::Manifest& m,
   j["segments"] = segs;
   nlohmann::json lj = nlohmann::json::array();
   for (const auto& l : layers)
-    lj.push_back({{"name", l.name}, {"opcode", l.opcode}, {"cycles", l.cycles}});
+    lj.push_back({{"name", l.name},
+                  {"opcode", l.opcode},
+                  {"cycles", l.cycles},
+                  {"model_seconds", l.model_seconds}});
   j["layers"] = lj;
   std::ofstream f(path);
   f << j.dump(2) << "\n";

@@ -64,8 +64,9 @@ std::string segment_table(const isa::Manifest& m, const std::vector<runtime::Seg
                           std::int64_t images);
 
 // --stats-json: {"images", "device_cycles", "device_mac_share", "segments": [{"index", "where",
-// "cycles" | "host_seconds", "bytes_to_device", "bytes_from_device", ...}], "layers": [...]},
-// per image.
+// "cycles" | "host_seconds", "bytes_to_device", "bytes_from_device", ...}], "layers": [{"name",
+// "opcode", "cycles", "model_seconds"}]}, per image. model_seconds is what the in-process device
+// model took for the layer on this host (0 over a transport to a board).
 void write_stats_json(const std::string& path, const isa::Manifest& m,
                       const std::vector<runtime::SegmentStats>& s,
                       const std::vector<runtime::LayerCycles>& layers, std::int64_t images);

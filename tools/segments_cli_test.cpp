@@ -189,6 +189,9 @@ TEST(Segments, RunReportsEverySegmentInStatsJson) {
       EXPECT_GE(s.at("host_seconds").get<double>(), 0);
     }
   }
+  // Every device layer with what the in-process model took for it.
+  ASSERT_FALSE(j.at("layers").empty());
+  for (const auto& l : j.at("layers")) EXPECT_GT(l.at("model_seconds").get<double>(), 0) << l;
 }
 
 }  // namespace
