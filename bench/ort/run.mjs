@@ -1,6 +1,6 @@
 // Runs an ONNX model with onnxruntime-node, the trusted reference runtime npukit compares against.
 //   node bench/ort/run.mjs MODEL.onnx NAME=IN.npy... [--out DIR] [--opt all|disabled]
-//        [--repeat N] [--threads N] [--batch-axis0]
+//        [--repeat N] [--threads N] [--batch-axis0] [--profile FILE]
 // Writes every model output to DIR/<output name>.npy and prints one JSON line:
 //   {"model", "outputs": {name: {"dtype", "shape"}}, "ms": [per-run wall times],
 //    "cpu_ms": [per-run CPU time of this process, user + system]}
@@ -8,6 +8,9 @@
 // --batch-axis0: the inputs hold a batch along axis 0 for a model exported with batch 1; every
 // image runs on its own (as npukit's runtime does) and outputs are stacked along axis 0. "ms"
 // then holds one wall time per image (of the last repeat).
+// --profile FILE: onnxruntime's own per-node timing, written to FILE as JSON {"nodes": [{"name",
+// "op", "us"}]} in execution order, us the median over the runs after the first (bench/layers.py
+// sets it beside npukit's per-layer model time).
 // Graph optimizations default to "disabled": on this AVX2-without-VNNI CPU the fused uint8
 // kernels can saturate, and with int8 activations x64quantprecision fails at session creation.
 import fs from 'node:fs';
@@ -57,6 +60,7 @@ function writeNpy(file, tensor) {
 
 const args = process.argv.slice(2);
 let model, outDir = null, opt = 'disabled', repeat = 1, threads = 1, batchAxis0 = false;
+let profile = null;
 const feeds = {};
 for (let i = 0; i < args.length; ++i) {
   const a = args[i];
@@ -65,6 +69,7 @@ for (let i = 0; i < args.length; ++i) {
   else if (a === '--repeat') repeat = parseInt(args[++i], 10);
   else if (a === '--threads') threads = parseInt(args[++i], 10);
   else if (a === '--batch-axis0') batchAxis0 = true;
+  else if (a === '--profile') profile = args[++i];
   else if (!model) model = a;
   else {
     const eq = a.indexOf('=');
@@ -78,7 +83,13 @@ if (!model) {
 }
 const session = await ort.InferenceSession.create(model, {
   graphOptimizationLevel: opt, intraOpNumThreads: threads, interOpNumThreads: 1,
+  ...(profile ? { enableProfiling: true, profileFilePrefix: profilePrefix() } : {}),
 });
+// Where onnxruntime writes its profile: a prefix of this process's own beside FILE (it adds a
+// timestamp; endProfiling does not return the name in onnxruntime-node).
+function profilePrefix() {
+  return path.join(path.dirname(path.resolve(profile)), `.ort_profile_${process.pid}`);
+}
 // Image n of a tensor along axis 0, as a batch of one.
 function imageOf(t, n) {
   const per = t.data.length / t.dims[0];
@@ -131,5 +142,33 @@ for (const [name, t] of Object.entries(results)) {
     fs.mkdirSync(outDir, { recursive: true });
     writeNpy(path.join(outDir, `${name.replace(/[^A-Za-z0-9_.-]/g, '_')}.npy`), t);
   }
+}
+if (profile) {
+  // Kernel time per node and run, in the order the nodes first ran; the first run left out.
+  session.endProfiling();
+  const prefix = profilePrefix();
+  const found = fs.readdirSync(path.dirname(prefix))
+    .filter((f) => f.startsWith(path.basename(prefix)));
+  if (found.length !== 1) throw new Error(`onnxruntime's profile ${prefix}*: ${found.length} files`);
+  const file = path.join(path.dirname(prefix), found[0]);
+  const events = JSON.parse(fs.readFileSync(file, 'utf8'));
+  fs.unlinkSync(file);
+  const times = new Map();
+  const ops = new Map();
+  for (const e of events) {
+    if (e.cat !== 'Node' || !e.name.endsWith('_kernel_time')) continue;
+    const name = e.name.slice(0, -'_kernel_time'.length);
+    if (!times.has(name)) times.set(name, []);
+    times.get(name).push(e.dur);
+    ops.set(name, e.args?.op_name ?? '');
+  }
+  const median = (v) => {
+    const s = [...v].sort((a, b) => a - b);
+    return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+  };
+  const nodes = [...times].map(([name, v]) => ({
+    name, op: ops.get(name), us: median(v.length > 1 ? v.slice(1) : v),
+  }));
+  fs.writeFileSync(profile, JSON.stringify({ model, nodes }, null, 1));
 }
 console.log(JSON.stringify({ model, opt, outputs, ms, cpu_ms: cpuMs }));
