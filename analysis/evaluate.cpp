@@ -159,7 +159,7 @@ EvalResult evaluate(runtime::Session& session, const ir::Tensor& x,
     add_segment_stats(r.segments, result.segments);
     if (r.images > 1) {
       r.warm_layer_seconds.resize(result.layers.size(), 0.0);
-      for (std::size_t j = 0; j < result.layers.size() && j < r.warm_layer_seconds.size(); ++j)
+      for (std::size_t j = 0; j < result.layers.size(); ++j)
         r.warm_layer_seconds[j] += result.layers[j].model_seconds;
     }
     r.layers = std::move(result.layers);  // the last image's (moved: no copy of the names)
