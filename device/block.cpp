@@ -559,7 +559,11 @@ TailPipeline::TailPipeline(const LayerContext& ctx, std::uint64_t channels, int 
   thread_local Bytes raw;  // staged like read_activation's bytes
   raw.resize(expected);
   ctx.dram.read(cfg_.bias_start, raw, "bias read");  // range checked above
-  bias_ = std::move(spare_bias());
+  std::vector<std::vector<std::int32_t>>& spares = spare_biases();
+  if (!spares.empty()) {
+    bias_ = std::move(spares.back());
+    spares.pop_back();
+  }
   bias_.resize(channels);
   for (std::uint64_t k = 0; k < channels; ++k) {
     if (bias_layout == BiasLayout::kFc) {
@@ -575,13 +579,17 @@ TailPipeline::TailPipeline(const LayerContext& ctx, std::uint64_t channels, int 
   }
 }
 
-std::vector<std::int32_t>& TailPipeline::spare_bias() {
-  thread_local std::vector<std::int32_t> spare;
-  return spare;
+std::vector<std::vector<std::int32_t>>& TailPipeline::spare_biases() {
+  thread_local std::vector<std::vector<std::int32_t>> spares;
+  return spares;
 }
 
 TailPipeline::~TailPipeline() {
-  if (bias_.capacity() > spare_bias().capacity()) spare_bias() = std::move(bias_);
+  // Several pipelines may be alive on a thread at once (a unit chain's pieces, conv.cpp): each
+  // storage goes back, up to a few.
+  constexpr std::size_t kMaxSpares = 8;
+  std::vector<std::vector<std::int32_t>>& spares = spare_biases();
+  if (bias_.capacity() > 0 && spares.size() < kMaxSpares) spares.push_back(std::move(bias_));
 }
 
 std::int32_t TailPipeline::apply(std::int32_t acc, std::uint64_t channel) const {
@@ -883,8 +891,8 @@ std::uint64_t TailPipeline::write_output(LayerContext& ctx, const ActivationLayo
 }
 
 TailPipeline::RowWriter TailPipeline::row_writer(LayerContext& ctx, const ActivationLayout& layout,
-                                                 const std::uint64_t* accumulant_addr,
-                                                 Isa isa) const {
+                                                 const std::uint64_t* accumulant_addr, Isa isa,
+                                                 RowWriterPages* pages) const {
   RowWriter w;
   if (cfg_.gbl_pool_en) return w;
   const OutputConfig out = checked_output(ctx, layout);
@@ -897,8 +905,9 @@ TailPipeline::RowWriter TailPipeline::row_writer(LayerContext& ctx, const Activa
       !cpu::path_allowed(cpu::resolve(isa, "tail row_writer"), Isa::kAvx2))
     return w;
   // Page tables, one per region, kept per thread (no allocation per layer once grown).
-  thread_local std::vector<std::uint8_t*> out_pages;
-  thread_local std::vector<const std::uint8_t*> accumulant_pages;
+  thread_local RowWriterPages own_pages;
+  std::vector<std::uint8_t*>& out_pages = (pages ? *pages : own_pages).out;
+  std::vector<const std::uint8_t*>& accumulant_pages = (pages ? *pages : own_pages).accumulant;
   static constexpr std::array<std::uint8_t, Dram::kPageBytes> kZeros{};
   // Each page's base: the first piece starts `start` bytes into its page, the others at 0.
   out_pages.clear();

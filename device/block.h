@@ -32,6 +32,7 @@
 #include "isa/isa.h"
 
 #include <cstdint>
+#include <memory>
 #include <ostream>
 #include <span>
 #include <string>
@@ -120,6 +121,34 @@ BlockTiming streaming_timing(std::uint64_t compute_cycles, std::uint64_t read_by
 // ---------------------------------------------------------------------------------------------
 // Layer context.
 
+// Unit chains (conv.cpp): a kernel split's pieces each add their sums to the previous piece's
+// int32 partial sums in DRAM (resnet's space-to-depth stem: three 3.2 MB regions). Run one piece
+// after the other, each reads and writes them from memory; a chain instead holds back the work
+// units of consecutive CONVs and runs them unit by unit, each unit of every piece before the next
+// unit, so the partial sums a piece reads are still in the cache. The bytes are those of running
+// the layers in order: a CONV joins only when nothing it or the pending pieces read or write
+// could see the other order (conv.cpp, "Unit chains"), and the Device runs what is pending
+// before any other layer, any dispatch, the end of the program, and when a layer throws.
+class UnitChain;
+struct UnitChainDeleter {
+  void operator()(UnitChain* chain) const;
+};
+using UnitChainPtr = std::unique_ptr<UnitChain, UnitChainDeleter>;
+UnitChainPtr make_unit_chain();
+// A new program: the instruction region [begin, end) (and the zeroth instruction) are read while
+// pieces wait, so no waiting piece may write them.
+void begin_program(UnitChain& chain, std::uint64_t instructions_begin,
+                   std::uint64_t instructions_end);
+// Runs the waiting pieces' units, if any.
+void run_unit_chain(UnitChain& chain);
+// The wall seconds the units took since the last call, and the layer numbers of the first and
+// the last piece that ran (0 if none), for the Device's per-layer account (LayerStats).
+struct ChainTime {
+  double seconds = 0;
+  int first_layer_number = 0, layer_number = 0;
+};
+ChainTime take_chain_time(UnitChain& chain);
+
 struct LayerContext {
   const isa::SaArch& arch;
   Dram& dram;
@@ -132,6 +161,9 @@ struct LayerContext {
   int output_index = -1;
   int tail_index = -1;
   std::uint32_t accbuf_depth = 1024;  // on-chip accumulator depth in pixels (accbuf 4096 B)
+  // Where a CONV may leave its work units to run with the next kernel-split pieces' (UnitChain,
+  // below); null: every layer runs before it returns.
+  UnitChain* chain = nullptr;
 
   // "layer 3 (instruction 7 CONV)"
   std::string where() const;
@@ -280,8 +312,8 @@ class TailPipeline {
   enum class BiasLayout { kConv, kFc };
   TailPipeline(const LayerContext& ctx, std::uint64_t channels, int fp_cast_shift = 0,
                BiasLayout bias_layout = BiasLayout::kConv);
-  // The bias vector's storage goes back to a per-thread spare, which the next pipeline on this
-  // thread takes (no allocation per layer once it has grown).
+  // The bias vector's storage goes back to per-thread spares, which the next pipelines on this
+  // thread take (no allocation per layer once they have grown).
   ~TailPipeline();
   TailPipeline(const TailPipeline&) = delete;
   TailPipeline& operator=(const TailPipeline&) = delete;
@@ -319,7 +351,7 @@ class TailPipeline {
   // layer: the AVX2 level, the 9,8,8 layout, a vector tail kind (write_output's kQuantize, or
   // kBias with OpWidth 4), and words that do not straddle pages (OutputAddr a multiple of 32 *
   // OpWidth, AccumulantAddr of 128). When it is false nothing has been touched: use
-  // write_output. One writer per thread at a time (its page table is per-thread storage).
+  // write_output. Its page tables: see RowWriterPages.
   class RowWriter {
    public:
     bool ready() const { return ready_; }
@@ -341,14 +373,21 @@ class TailPipeline {
     const std::uint8_t* const* accumulant_pages_ = nullptr;
     std::uint64_t out_start_ = 0, accumulant_start_ = 0;  // the regions' offsets in their page 0
   };
+  // A writer's page tables: per-thread storage by default, so one writer per thread at a time;
+  // a writer used after the next one is made (a deferred conv's, conv.cpp) brings its own.
+  struct RowWriterPages {
+    std::vector<std::uint8_t*> out;
+    std::vector<const std::uint8_t*> accumulant;
+  };
   RowWriter row_writer(LayerContext& ctx, const ActivationLayout& layout,
-                       const std::uint64_t* accumulant_addr, Isa isa = Isa::kAuto) const;
+                       const std::uint64_t* accumulant_addr, Isa isa = Isa::kAuto,
+                       RowWriterPages* pages = nullptr) const;
 
  private:
   // Bias, quantizer and activation of a whole channel (no global pool): out.size() == acc.size().
   void values(std::uint64_t channel, std::span<const std::int32_t> acc,
               std::span<std::int32_t> out) const;
-  static std::vector<std::int32_t>& spare_bias();
+  static std::vector<std::vector<std::int32_t>>& spare_biases();
   // write_output's TailWords for a layout written with OpWidth `width` (kind, parameters).
   detail::TailWords words(const ActivationLayout& layout, int width) const;
   TailConfig cfg_;

@@ -27,10 +27,13 @@
 #include <array>
 #include <atomic>
 #include <bit>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <utility>
 
 namespace npukit::device {
 
@@ -466,10 +469,12 @@ bool same_blob(const Dram& dram, std::uint64_t weight_start, const WeightCacheEn
   return dead_nonzero == e.mapped.ignored_rows;
 }
 
-const MappedWeights& mapped_weights(const LayerContext& ctx, const ConvGeometry& g,
-                                    const Mapping& map, std::uint64_t blob_bytes,
-                                    std::uint64_t in_channels, std::uint64_t weight_start,
-                                    bool dense) {
+// The entry's mapping, shared with the store: a conv whose units wait in a unit chain keeps it
+// (its packed weights) alive while later layers may empty the store.
+std::shared_ptr<const MappedWeights> mapped_weights(const LayerContext& ctx, const ConvGeometry& g,
+                                                    const Mapping& map, std::uint64_t blob_bytes,
+                                                    std::uint64_t in_channels,
+                                                    std::uint64_t weight_start, bool dense) {
   struct Store {
     std::mutex mutex;
     std::deque<std::shared_ptr<const WeightCacheEntry>> entries;
@@ -502,10 +507,10 @@ const MappedWeights& mapped_weights(const LayerContext& ctx, const ConvGeometry&
   for (Record& r : records) {
     if (!matches(*r.entry)) continue;
     if (r.dram_id == dram.id() && dram.unwritten_since(weight_start, blob_bytes, r.stamp))
-      return r.entry->mapped;
+      return {r.entry, &r.entry->mapped};
     if (same_blob(dram, weight_start, *r.entry, layout, g, map)) {
       r.dram_id = dram.id(), r.stamp = dram.write_stamp();
-      return r.entry->mapped;
+      return {r.entry, &r.entry->mapped};
     }
   }
   const std::uint64_t stamp = dram.write_stamp();
@@ -539,7 +544,7 @@ const MappedWeights& mapped_weights(const LayerContext& ctx, const ConvGeometry&
     found = std::move(e);
   }
   records.push_back(Record{found, dram.id(), stamp});
-  return found->mapped;
+  return {found, &found->mapped};
 }
 
 // Runs a regular, ChannelDuplicate or pointwise conv as one dense int8 convolution over every
@@ -551,12 +556,14 @@ const MappedWeights& mapped_weights(const LayerContext& ctx, const ConvGeometry&
 // The input: the image's DRAM words when `words` is given and the kernels pack from them alone
 // (conv_kernels::reads_words), else the planes read_planes() returns. With a `writer`, the sums
 // go straight to it, tail and write-back included, when the kernels' level has that form
-// (conv_kernels::dense_conv_rows): returns whether they did (acc is then untouched).
+// (conv_kernels::dense_conv_rows): returns whether they did (acc is then untouched), or, with
+// `later`, whether `later` holds the units that will (not yet run).
 template <typename ReadPlanes>
 bool conv_dense(const ConvGeometry& g, const Mapping& map, const MappedWeights& weights,
                 const conv_kernels::ImageWords* words, ReadPlanes&& read_planes,
                 std::uint64_t plane_count, std::int32_t* acc, const std::int32_t** snapshot_out,
-                std::uint64_t last_kern_first, const TailPipeline::RowWriter* writer) {
+                std::uint64_t last_kern_first, const TailPipeline::RowWriter* writer,
+                conv_kernels::GemmUnits* later) {
   // Summation order: the groups before the last (the snapshot), then the last, each padded with
   // a zero channel to an even length for the kernel's channel pairs.
   const std::int64_t last_group = static_cast<std::int64_t>(map.citr) - 1;
@@ -593,7 +600,8 @@ bool conv_dense(const ConvGeometry& g, const Mapping& map, const MappedWeights& 
         static_cast<const TailPipeline::RowWriter*>(w)->write(y, stride, p0, n, k0, k_count);
       },
       writer};
-  const bool written = writer && conv_kernels::dense_conv_rows(dc, snapshot, sink);
+  const bool written =
+      writer && conv_kernels::dense_conv_rows(dc, snapshot, sink, Isa::kAuto, later);
   if (!written) conv_kernels::dense_conv(dc, acc, snapshot);
   return written;
 }
@@ -614,6 +622,134 @@ void check_errata(const LayerContext& ctx, const ConvGeometry& g, const Mapping&
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Unit chains (block.h). A CONV whose sums go straight to its output words (the row writer of a
+// dense conv without DRAM partial sums) may leave its work units waiting; the pieces of a kernel
+// split then run unit by unit: unit u of every waiting piece, in layer order, before unit u + 1.
+// That gives the bytes of running them layer after layer when no access can tell the orders
+// apart. Units run in parallel, so two pieces may touch the same byte only within one unit:
+//   - a piece's setup (its input, weights and bias, read before it waits) reads nothing a
+//     waiting piece writes (else those run first);
+//   - every waiting piece has the same work units (GemmUnitShape: output pixels and channels),
+//     and any two of their unit-time regions (output written; accumulants read), unless both
+//     are read, are apart or the same region in the int32 (OpWidth 4) layout, whose unit u is
+//     the same bytes in either: a piece adds the previous piece's sums of its own unit;
+//   - no waiting piece writes the instructions, which are read while it waits, or a dispatched
+//     output (a dispatching conv runs at once).
+// Everything else runs the pending units first.
+
+namespace {
+struct Region {  // [begin, end) in DRAM; empty when begin == end
+  std::uint64_t begin = 0, end = 0;
+  bool overlaps(const Region& o) const { return begin < o.end && o.begin < end; }
+  bool operator==(const Region&) const = default;
+};
+
+// One region a waiting piece's units touch.
+struct UnitRegion {
+  Region bytes;
+  bool wide = false;  // the OpWidth-4 layout of the chain's (pixels, channels)
+  bool written = false;
+};
+
+// Whether two waiting pieces' unit-time regions can be run unit by unit.
+bool unit_compatible(const UnitRegion& a, const UnitRegion& b) {
+  if (!a.written && !b.written) return true;
+  if (!a.bytes.overlaps(b.bytes)) return true;
+  return a.bytes == b.bytes && a.wide && b.wide;
+}
+}  // namespace
+
+struct ChainPiece {
+  std::optional<TailPipeline> tail;
+  TailPipeline::RowWriterPages pages;
+  TailPipeline::RowWriter writer;
+  conv_kernels::GemmUnits units;
+  std::shared_ptr<const MappedWeights> weights;  // its packed weights, which the units read
+  std::array<UnitRegion, 2> regions;             // output; accumulants (empty when none)
+  int layer_number = 0;
+  bool in_use = false;
+
+  void release() {
+    tail.reset();  // its bias storage goes back to the thread's spare
+    weights.reset();
+    in_use = false;
+  }
+};
+
+class UnitChain {
+ public:
+  // A piece to set up a conv in: reused, so its buffers are kept from image to image.
+  ChainPiece& take() {
+    for (auto& p : pool_)
+      if (!p->in_use) {
+        p->in_use = true;
+        return *p;
+      }
+    pool_.push_back(std::make_unique<ChainPiece>());
+    pool_.back()->in_use = true;
+    return *pool_.back();
+  }
+  bool waiting() const { return !waiting_.empty(); }
+  // Whether a waiting piece writes any of these regions (read by a piece's setup).
+  bool writes_any(std::initializer_list<Region> reads) const {
+    for (const ChainPiece* p : waiting_)
+      for (const Region& r : reads)
+        if (p->regions[0].bytes.overlaps(r)) return true;
+    return false;
+  }
+  // Whether `piece`, set up with its units in piece.units, may wait behind the waiting pieces.
+  bool may_join(const ChainPiece& piece) const {
+    const Region written = piece.regions[0].bytes;
+    if (written.overlaps({0, 32}) || written.overlaps(instructions_)) return false;
+    for (const ChainPiece* p : waiting_) {
+      if (!(p->units.shape() == piece.units.shape())) return false;
+      for (const UnitRegion& a : piece.regions)
+        for (const UnitRegion& b : p->regions)
+          if (!unit_compatible(a, b)) return false;
+    }
+    return true;
+  }
+  void wait(ChainPiece& piece) { waiting_.push_back(&piece); }
+  void run() {
+    if (waiting_.empty()) return;
+    const auto began = std::chrono::steady_clock::now();
+    struct Release {  // also when a unit throws: the chain is then empty
+      UnitChain& chain;
+      ~Release() {
+        for (ChainPiece* p : chain.waiting_) p->release();
+        chain.waiting_.clear();
+      }
+    } release{*this};
+    if (time_.first_layer_number == 0) time_.first_layer_number = waiting_.front()->layer_number;
+    time_.layer_number = waiting_.back()->layer_number;
+    auto unit = [this](std::uint64_t u) {
+      for (const ChainPiece* p : waiting_) p->units.run(u);
+    };
+    parallel_for(waiting_.front()->units.count(), std::ref(unit));  // std::ref: no allocation
+    time_.seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  }
+  ChainTime take_time() { return std::exchange(time_, ChainTime{}); }
+  void set_instructions(Region r) { instructions_ = r; }
+
+ private:
+  std::vector<std::unique_ptr<ChainPiece>> pool_;  // stable addresses: writers are pointed at
+  std::vector<ChainPiece*> waiting_;
+  Region instructions_;
+  ChainTime time_;
+};
+
+void UnitChainDeleter::operator()(UnitChain* chain) const { delete chain; }
+UnitChainPtr make_unit_chain() { return UnitChainPtr(new UnitChain); }
+void begin_program(UnitChain& chain, std::uint64_t instructions_begin,
+                   std::uint64_t instructions_end) {
+  chain.run();
+  chain.set_instructions({instructions_begin, instructions_end});
+}
+void run_unit_chain(UnitChain& chain) { chain.run(); }
+ChainTime take_chain_time(UnitChain& chain) { return chain.take_time(); }
 
 BlockTiming run_conv(LayerContext& ctx) {
   const ConvGeometry g = read_geometry(ctx);
@@ -701,18 +837,42 @@ BlockTiming run_conv(LayerContext& ctx) {
                            g.pad_left, g.padded_h, g.padded_w, planes);
     return planes;
   };
+  // Unit chains: the waiting pieces first write what this layer's setup reads.
+  UnitChain* const chain = ctx.chain;
+  if (chain) {
+    const TailConfig tail_fields = TailConfig::from(ctx.tail);
+    if (chain->writes_any({{image_start, image_end},
+                           {weight_start, weight_start + blob_bytes},
+                           tail_fields.bias_en
+                               ? Region{tail_fields.bias_start, tail_fields.bias_end}
+                               : Region{}}))
+      chain->run();
+  }
+  // Where this conv is set up when its units may wait in the chain (released at the end unless
+  // they do).
+  ChainPiece* const piece = chain ? &chain->take() : nullptr;
+  struct ReleaseUnlessWaiting {
+    ChainPiece* piece;
+    bool waiting = false;
+    ~ReleaseUnlessWaiting() {
+      if (piece && !waiting) piece->release();
+    }
+  } hold{piece};
+
   conv_kernels::ImageWords words;
   const bool have_words =
       read_activation_words(ctx, Field::CONV_ImageStartAddress, image_start, in_layout, g.iw, top,
                             g.pad_left, reused<const std::uint8_t*, PieceTag>(), words);
-  const TailPipeline tail(ctx, g.kn);
+  std::optional<TailPipeline> own_tail;
+  const TailPipeline& tail = (piece ? piece->tail : own_tail).emplace(ctx, g.kn);
 
   // Depthwise convs connect each output channel to one input channel: the per-connection loop.
   // Every other mode runs as a dense convolution (either handles any blob; this only picks the
   // faster one).
   const bool dense = map.mode != ConvMode::kDepthwise && map.mode != ConvMode::kDepthwise16;
-  const MappedWeights& weights =
+  const std::shared_ptr<const MappedWeights> weights_entry =
       mapped_weights(ctx, g, map, blob_bytes, in_channels_padded, weight_start, dense);
+  const MappedWeights& weights = *weights_entry;
   if (!dense) read_planes();
   if (weights.ignored_rows) warn_ignored_rows(ctx, g);
   const std::vector<std::vector<Connection>>& connections = weights.connections;
@@ -771,19 +931,48 @@ BlockTiming run_conv(LayerContext& ctx) {
   const std::uint64_t final_pixels = tail.output_pixels(out_pixels);
   const ActivationLayout out_layout = ActivationLayout::for_arch(arch, g.kn, final_pixels);
   const bool partials_apart = !dram_partials || apart_from_output(partial_region);
-  TailPipeline::RowWriter writer;
+  TailPipeline::RowWriter own_writer;
+  TailPipeline::RowWriter& writer = piece ? piece->writer : own_writer;
+  writer = {};
   if (dense && one_pass && partials_apart && conv_kernels::has_dense_conv_rows()) {
     const std::uint64_t accumulant_addr = out.accumulant_addr;
     writer =
-        tail.row_writer(ctx, out_layout, out.accumulant_read_first ? &accumulant_addr : nullptr);
+        tail.row_writer(ctx, out_layout, out.accumulant_read_first ? &accumulant_addr : nullptr,
+                        Isa::kAuto, piece ? &piece->pages : nullptr);
   }
 
   std::uint64_t macs = 0;
   bool written = false;
+  // Units that may wait in the chain: the row writer's, with no snapshot, not dispatched.
+  const bool may_wait = piece && dense && writer.ready() && !dram_partials && !out.dispatch_en;
+  // Any other conv reads and writes DRAM as it runs: the waiting pieces run first.
+  if (chain && !may_wait) chain->run();
   if (dense)
-    written = conv_dense(g, map, weights, have_words ? &words : nullptr, read_planes,
-                         in_channels_padded, acc, dram_partials ? &dense_snapshot : nullptr,
-                         last_kern_first, writer.ready() ? &writer : nullptr);
+    written =
+        conv_dense(g, map, weights, have_words ? &words : nullptr, read_planes, in_channels_padded,
+                   acc, dram_partials ? &dense_snapshot : nullptr, last_kern_first,
+                   writer.ready() ? &writer : nullptr, may_wait ? &piece->units : nullptr);
+  if (may_wait && !written) chain->run();  // its sums are in acc, the tail writes them below
+  if (may_wait && written) {               // set up, not run
+    piece->regions = {
+        UnitRegion{{out.output_addr, out.output_addr + out_bytes}, out.op_width == 4, true},
+        UnitRegion{out.accumulant_read_first
+                       ? Region{out.accumulant_addr, out.accumulant_addr + acc_layout.bytes() * 4}
+                       : Region{},
+                   true, false}};
+    piece->layer_number = ctx.layer_number;
+    piece->weights = weights_entry;
+    if (chain->waiting() && !chain->may_join(*piece)) chain->run();
+    // It waits to join a chain, or to start one when its output is int32 partial sums (which
+    // the next piece may add to); else its units run now.
+    if ((chain->waiting() || out.op_width == 4) && chain->may_join(*piece)) {
+      chain->wait(*piece);
+      hold.waiting = true;
+    } else {
+      auto unit = [&](std::uint64_t u) { piece->units.run(u); };
+      parallel_for(piece->units.count(), std::ref(unit));
+    }
+  }
   thread_local conv_kernels::PlaneSet reused_planes;  // reused, like the buffers above
   conv_kernels::PlaneSet& plane_set = reused_planes;  // what the parallel_for workers read
   if (lanes_path)

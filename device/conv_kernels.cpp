@@ -661,7 +661,7 @@ namespace detail {
 void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot,
                      GemmTiles quad_tiles, GemmTiles pair_tiles, LanesOut out,
                      QuadInterleave interleave, WordRows rows, const RowSink* sink,
-                     bool offset_quads, std::uint64_t quad_blocks) {
+                     bool offset_quads, std::uint64_t quad_blocks, GemmUnits* later) {
   check(c);
   const bool from_words = words_in_place(c);
   thread_local Packed packed_pairs;
@@ -679,7 +679,6 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
   if (quad_tiles && !quads && offset_quads)
     quads = shifted = pack_quads(c, packed_quads, 128, c.stride == 1 ? interleave : nullptr,
                                  from_words ? rows.quads : nullptr);
-  const GemmTiles tiles = quads ? quad_tiles : pair_tiles;
   if (quads) {
     PackedQuads& p = packed_quads;
     op.x = p.x.data(), op.w = p.live_w_data, taps = p.taps, live = p.live;
@@ -714,53 +713,77 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
   // (A multiple of 4: the row sink takes whole words.)
   const std::uint64_t fewest_units =
       std::max<std::uint64_t>(1, (pixels + kGemmPixels - 1) / kGemmPixels);
-  const std::uint64_t unit_pixels =
+  GemmPlan plan;
+  plan.op = op;
+  plan.tiles = quads ? quad_tiles : pair_tiles;
+  plan.out = out;
+  if (sink) plan.sink = *sink;
+  plan.acc = acc;
+  plan.snapshot = snapshot;
+  plan.shape.pixels = pixels;
+  plan.shape.unit_pixels =
       std::min(kGemmPixels, ((pixels + fewest_units - 1) / fewest_units + 3) / 4 * 4);
-  const std::uint64_t p_units = (pixels + unit_pixels - 1) / unit_pixels;
-  const std::uint64_t k_units = (kn_padded + kGemmK - 1) / kGemmK;
-  auto unit = [&](std::uint64_t u) {
-    const std::uint64_t p0 = u / k_units * unit_pixels, k0 = u % k_units * kGemmK;
-    const std::uint64_t n = std::min(unit_pixels, pixels - p0);
-    const std::uint64_t blocks = std::min(kGemmK, kn_padded - k0) / kGemmBlock;
-    std::uint64_t q[kGemmPixels];
-    // Pixel p0 + i at (row, column) of the output is word row * wq + column (one division per
-    // unit, not per pixel).
-    for (std::uint64_t i = 0, row = p0 / ow, column = p0 % ow; i < n; ++i) {
-      q[i] = row * wq + column;
-      if (++column == ow) column = 0, ++row;
+  plan.shape.k_units = (kn_padded + kGemmK - 1) / kGemmK;
+  plan.shape.kn = c.kn;
+  plan.p_units = (pixels + plan.shape.unit_pixels - 1) / plan.shape.unit_pixels;
+  plan.ow = ow, plan.wq = wq, plan.kn_padded = kn_padded;
+  plan.snapshot_from = c.snapshot_from, plan.split_steps = split_steps;
+  plan.per_call = quads ? quad_blocks : 2;
+  if (later) {
+    // The units run later, from `later`: it takes over the buffers their operands point into
+    // (a vector's swap keeps its storage where it is) and leaves this thread its earlier ones.
+    later->plan = plan;
+    std::swap(later->quads, packed_quads);
+    std::swap(later->pairs, packed_pairs);
+    std::swap(later->offset, offset);
+    return;
+  }
+  auto unit = [&](std::uint64_t u) { run_gemm_unit(plan, u); };
+  parallel_for(plan.p_units * plan.shape.k_units, std::ref(unit));
+}
+
+void run_gemm_unit(const GemmPlan& plan, std::uint64_t u) {
+  const GemmOperands& op = plan.op;
+  const std::uint64_t k_units = plan.shape.k_units, unit_pixels = plan.shape.unit_pixels;
+  const std::uint64_t pixels = plan.shape.pixels, ow = plan.ow, kn_padded = plan.kn_padded;
+  const std::uint64_t p0 = u / k_units * unit_pixels, k0 = u % k_units * kGemmK;
+  const std::uint64_t n = std::min(unit_pixels, pixels - p0);
+  const std::uint64_t blocks = std::min(kGemmK, kn_padded - k0) / kGemmBlock;
+  std::uint64_t q[kGemmPixels];
+  // Pixel p0 + i at (row, column) of the output is word row * wq + column (one division per
+  // unit, not per pixel).
+  for (std::uint64_t i = 0, row = p0 / ow, column = p0 % ow; i < n; ++i) {
+    q[i] = row * plan.wq + column;
+    if (++column == ow) column = 0, ++row;
+  }
+  std::vector<std::int32_t>& y = thread_buffer<std::int32_t, TileTag>();
+  y.resize(kGemmPixels * kGemmK + 8);  // lanes_out_avx2 reads up to 7 lanes past the last row
+  const std::uint64_t k_end = std::min(plan.shape.kn, k0 + blocks * kGemmBlock);
+  // Per tile's channels (16, or 8 * quad_blocks on quads): one pass over every step, or, when
+  // some of its channels are in the snapshot, the first phase, the snapshot rows, then the
+  // second phase (a snapshot is usually the last kernel iteration's few channels, so most
+  // tiles take one pass).
+  for (std::uint64_t b = 0; b < blocks; b += plan.per_call) {
+    const std::uint64_t count = std::min(plan.per_call, blocks - b);
+    const std::uint64_t t0 = k0 + b * kGemmBlock, t_end = std::min(k_end, t0 + count * kGemmBlock);
+    std::int32_t* const yt = y.data() + b * kGemmBlock;
+    const auto run = [&](std::uint64_t begin, std::uint64_t end, bool accumulate) {
+      plan.tiles(op, t0 / kGemmBlock, count, q, n, begin, end, accumulate, yt);
+    };
+    if (plan.snapshot && t_end > plan.snapshot_from) {
+      run(0, plan.split_steps, false);
+      const std::uint64_t from = std::max(plan.snapshot_from, t0);
+      plan.out(y.data() + (from - k0), n, t_end - from,
+               plan.snapshot + (from - plan.snapshot_from) * pixels + p0, pixels);
+      run(plan.split_steps, op.steps, true);
+    } else {
+      run(0, op.steps, false);
     }
-    std::vector<std::int32_t>& y = thread_buffer<std::int32_t, TileTag>();
-    y.resize(kGemmPixels * kGemmK + 8);  // lanes_out_avx2 reads up to 7 lanes past the last row
-    const std::uint64_t k_end = std::min(c.kn, k0 + blocks * kGemmBlock);
-    // Per tile's channels (16, or 8 * quad_blocks on quads): one pass over every step, or, when
-    // some of its channels are in the snapshot, the first phase, the snapshot rows, then the
-    // second phase (a snapshot is usually the last kernel iteration's few channels, so most
-    // tiles take one pass).
-    const std::uint64_t per_call = quads ? quad_blocks : 2;
-    for (std::uint64_t b = 0; b < blocks; b += per_call) {
-      const std::uint64_t count = std::min(per_call, blocks - b);
-      const std::uint64_t t0 = k0 + b * kGemmBlock,
-                          t_end = std::min(k_end, t0 + count * kGemmBlock);
-      std::int32_t* const yt = y.data() + b * kGemmBlock;
-      const auto run = [&](std::uint64_t begin, std::uint64_t end, bool accumulate) {
-        tiles(op, t0 / kGemmBlock, count, q, n, begin, end, accumulate, yt);
-      };
-      if (snapshot && t_end > c.snapshot_from) {
-        run(0, split_steps, false);
-        const std::uint64_t from = std::max(c.snapshot_from, t0);
-        out(y.data() + (from - k0), n, t_end - from,
-            snapshot + (from - c.snapshot_from) * pixels + p0, pixels);
-        run(split_steps, op.steps, true);
-      } else {
-        run(0, op.steps, false);
-      }
-    }
-    if (sink)
-      sink->fn(sink->ctx, y.data(), kGemmK, p0, n, k0, k_end - k0);
-    else
-      out(y.data(), n, k_end - k0, acc + k0 * pixels + p0, pixels);
-  };
-  parallel_for(p_units * k_units, std::ref(unit));
+  }
+  if (plan.sink.fn)
+    plan.sink.fn(plan.sink.ctx, y.data(), kGemmK, p0, n, k0, k_end - k0);
+  else
+    plan.out(y.data(), n, k_end - k0, plan.acc + k0 * pixels + p0, pixels);
 }
 }  // namespace detail
 
@@ -774,12 +797,12 @@ bool gemm_level(Isa level) { return cpu::path_allowed(level, Isa::kAvx2); }
 // vpdpbusd where the int16 pairs would give 2 per vpdpwssd); else the AVX2 ones (also at the
 // AVX-VNNI level: no CPU here has the VEX encoding to test a tile of its own on).
 void dense_conv_gemm_at(Isa level, const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot,
-                        const RowSink* sink) {
+                        const RowSink* sink, GemmUnits* later = nullptr) {
   using namespace detail;
   const bool vnni = cpu::path_allowed(level, Isa::kAvx512Vnni);
   dense_conv_gemm(c, acc, snapshot, vnni ? gemm_quads_avx512vnni : gemm_quads_avx2, gemm_pairs_avx2,
                   lanes_out_avx2, interleave_quads_avx2, {quad_row_avx2, pair_row_avx2}, sink, vnni,
-                  vnni ? kGemmVnniBlocks : 2);
+                  vnni ? kGemmVnniBlocks : 2, later);
 }
 }  // namespace
 
@@ -812,13 +835,14 @@ void dense_conv(const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot, I
 
 bool has_dense_conv_rows(Isa isa) { return gemm_level(cpu::resolve(isa, "dense_conv")); }
 
-bool dense_conv_rows(const DenseConv& c, std::int32_t* snapshot, const RowSink& sink, Isa isa) {
+bool dense_conv_rows(const DenseConv& c, std::int32_t* snapshot, const RowSink& sink, Isa isa,
+                     GemmUnits* later) {
   const Isa level = cpu::resolve(isa, "dense_conv");
   if (!gemm_level(level)) return false;
   // The GEMM form's work units: up to kGemmPixels pixels, a multiple of 4 from a multiple of it,
   // and kGemmK (a multiple of 8) channels, which end at the last pixel or channel.
   static_assert(detail::kGemmPixels % 4 == 0 && detail::kGemmK % 8 == 0);
-  dense_conv_gemm_at(level, c, nullptr, snapshot, &sink);
+  dense_conv_gemm_at(level, c, nullptr, snapshot, &sink, later);
   return true;
 }
 

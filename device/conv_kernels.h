@@ -129,13 +129,16 @@ bool reads_words(const DenseConv& conv, Isa isa = Isa::kAuto);
 // pixels and 8 channels or at the last one. Calls come from parallel_for's workers, for
 // disjoint pieces. snapshot as dense_conv's. Returns false, having done nothing, at a level
 // without this form (the scalar one): then call dense_conv.
+struct GemmUnits;
 struct RowSink {
   void (*fn)(const void* ctx, const std::int32_t* y, std::uint64_t stride, std::uint64_t p0,
              std::uint64_t n, std::uint64_t k0, std::uint64_t k_count) = nullptr;
   const void* ctx = nullptr;
 };
+// With `later`, the work units are set up (operands packed) but not run: `later` receives them
+// (GemmUnits, below), and the sink is called only when they run.
 bool dense_conv_rows(const DenseConv& conv, std::int32_t* snapshot, const RowSink& sink,
-                     Isa isa = Isa::kAuto);
+                     Isa isa = Isa::kAuto, GemmUnits* later = nullptr);
 // Whether dense_conv_rows runs at this level (without running anything).
 bool has_dense_conv_rows(Isa isa = Isa::kAuto);
 
@@ -423,7 +426,29 @@ void dense_conv_gemm(const DenseConv& conv, std::int32_t* acc, std::int32_t* sna
                      GemmTiles quad_tiles, GemmTiles pair_tiles, LanesOut out,
                      QuadInterleave interleave = interleave_quads_scalar, WordRows rows = {},
                      const RowSink* sink = nullptr, bool offset_quads = false,
-                     std::uint64_t quad_blocks = 2);
+                     std::uint64_t quad_blocks = 2, GemmUnits* later = nullptr);
+
+// Which output pixels and channels a dense_conv_gemm's work unit u covers: pixels [p0, p0 + n)
+// with p0 = u / k_units * unit_pixels, channels [k0, min(kn, k0 + kGemmK)) with k0 = u % k_units
+// * kGemmK. Two convs' units cover the same sums exactly when their shapes are equal.
+struct GemmUnitShape {
+  std::uint64_t pixels = 0, unit_pixels = 0, k_units = 0, kn = 0;
+  bool operator==(const GemmUnitShape&) const = default;
+};
+// What every work unit of one dense_conv_gemm reads (the operands point into packed buffers).
+struct GemmPlan {
+  GemmOperands op;
+  GemmTiles tiles = nullptr;
+  LanesOut out = nullptr;
+  RowSink sink;  // fn null: the y rows go to acc through `out`
+  std::int32_t* acc = nullptr;
+  std::int32_t* snapshot = nullptr;
+  GemmUnitShape shape;
+  std::uint64_t p_units = 0, ow = 0, wq = 0, kn_padded = 0;
+  std::uint64_t snapshot_from = 0, split_steps = 0, per_call = 0;
+};
+// Work unit u: its sums, then its sink call (or its acc rows).
+void run_gemm_unit(const GemmPlan& plan, std::uint64_t u);
 
 // connection_conv's paths.
 void connection_scalar(const PlaneSet& set, std::uint64_t plane, const std::int8_t* taps,
@@ -436,5 +461,22 @@ void depthwise_lanes_scalar(const DepthwiseLanes& conv, std::uint64_t k0, std::i
 void depthwise_lanes_avx2(const DepthwiseLanes& conv, std::uint64_t k0, std::int32_t* acc);
 
 }  // namespace detail
+
+// A dense conv's GEMM work units, set up but not yet run (dense_conv_rows with `later`): the
+// CONV block runs a chain of kernel-split pieces unit by unit, so that each unit's int32
+// partial sums are still in the cache when the next piece adds them (device/conv.cpp, "Unit
+// chains"). It owns the packed operands the units read, taken over from the calling thread's
+// buffers, which get this object's earlier ones back (no allocation once both have grown). The
+// sink's target and DenseConv::packs must outlive run().
+struct GemmUnits {
+  detail::GemmPlan plan;
+  detail::PackedQuads quads;
+  detail::Packed pairs;
+  std::vector<std::int64_t> offset;
+
+  const detail::GemmUnitShape& shape() const { return plan.shape; }
+  std::uint64_t count() const { return plan.p_units * plan.shape.k_units; }
+  void run(std::uint64_t u) const { detail::run_gemm_unit(plan, u); }
+};
 
 }  // namespace npukit::device::conv_kernels

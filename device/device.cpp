@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <exception>
 #include <optional>
 
 namespace npukit::device {
@@ -52,7 +53,8 @@ Device::Device(DeviceConfig config)
     : config_(config),
       dram_(config.dram_bytes),
       dwp_(std::make_unique<DwpDecoder>()),
-      meta_(std::make_unique<MetaDecoder>()) {
+      meta_(std::make_unique<MetaDecoder>()),
+      chain_(make_unit_chain()) {
   diag_.set_sink(config_.warnings);
 }
 
@@ -328,6 +330,41 @@ void Device::run_program() {
   // Cycles come from the timing model (device/timing.h), never from the value code, so a
   // timing-only run gives the same figures. The run's start-up is its kRunStart constant.
   std::uint64_t cycle = timing::run_start_cycles();
+  // CONV pieces' work units may wait in the chain (block.h UnitChain) until a layer other than a
+  // CONV, a dispatch, the end of the program, or a throw; their wall time goes to the last
+  // piece's stats.
+  UnitChain& chain = *chain_;
+  begin_program(chain, zeroth.start, zeroth.end);
+  // `with_current`: the layer being run has waiting pieces of its own (its stats entry is not
+  // yet among the layers done).
+  const auto account_chain = [&](bool with_current = false) {
+    const ChainTime t = take_chain_time(chain);
+    if (t.layer_number == 0) return 0.0;
+    for (std::size_t i = layers_done + (with_current ? 1 : 0); i-- > 0;) {
+      LayerStats& done = stats_.layers[i];
+      if (done.layer_number < t.first_layer_number) break;
+      if (done.layer_number > t.layer_number) continue;
+      done.chained = t.first_layer_number != t.layer_number;
+      if (done.layer_number == t.layer_number) done.model_seconds += t.seconds;
+    }
+    return t.seconds;
+  };
+  const auto run_waiting = [&](bool with_current = false) {
+    run_unit_chain(chain);
+    account_chain(with_current);
+  };
+  // A throw (bad instruction, bad field) leaves DRAM as the layers before it left it.
+  struct RunWaitingOnThrow {
+    UnitChain& chain;
+    int exceptions = std::uncaught_exceptions();
+    ~RunWaitingOnThrow() {
+      if (std::uncaught_exceptions() == exceptions) return;
+      try {
+        run_unit_chain(chain);
+      } catch (...) {  // the first error is the one to report
+      }
+    }
+  } run_on_throw{chain};
   Group group;
   std::optional<LayerHistory> prev, prev2;
   struct RaggedResize {
@@ -485,10 +522,15 @@ void Device::run_program() {
     ls.instruction_index = group.mega_index;
     ls.start_cycle = cycle;
     if (!config_.timing_only) {
+      if (mega_op == Opcode::CONV)
+        ctx.chain = config_.unit_chains ? &chain : nullptr;  // it decides what waits
+      else
+        run_waiting();
       const auto began = std::chrono::steady_clock::now();
       ls.timing = fn(ctx);
       ls.model_seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      ls.model_seconds -= account_chain();  // earlier pieces' units that ran inside
     }
     ls.ack_order.push_back(std::string(isa::name(mega_op)));
     if (group.tail) ls.ack_order.push_back("TailBlock");
@@ -500,6 +542,7 @@ void Device::run_program() {
       const std::uint64_t size = dispatch_size(arch, out);
       ctx.check_dram_range(Field::OutputBlock_OutputAddr, out.output_addr, size);
       if (!config_.timing_only) {
+        run_waiting(true);  // a dispatching conv does not wait; this is the rule's backstop
         thread_local Bytes payload;  // kept between layers and images
         payload.resize(size);
         dram_.read(out.output_addr, payload, "dispatch read");  // range checked above
@@ -527,6 +570,7 @@ void Device::run_program() {
     ++expected_layer;
     if (layer_number == total) finished = true;
   }
+  run_waiting();
   if (!finished)
     fail(
         "the instruction region [0x{:x}, 0x{:x}) ends without a START whose LayerNumber equals "

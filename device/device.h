@@ -41,6 +41,9 @@ struct DeviceConfig {
   // Timing only (`npukit profile`): sequence the instructions and run the timing model, but
   // compute no values (no megablock runs, no dispatch frames). Cycles equal a full run's.
   bool timing_only = false;
+  // Kernel-split CONV pieces run unit by unit where that gives the same bytes (block.h,
+  // UnitChain); false runs every layer to its end before the next (tests compare the two).
+  bool unit_chains = true;
 };
 
 // What happened in one layer (one START group).
@@ -58,8 +61,11 @@ struct LayerStats {
   std::uint64_t dispatch_bytes = 0;  // payload bytes of the frame, if dispatched
   std::uint64_t start_cycle = 0;     // cycle the layer's START fired, from the soft start
   // This model's own wall time for the layer's block (what simulating it cost on this host, not
-  // the board's time, which is `timing`): for finding where the simulator's time goes.
+  // the board's time, which is `timing`): for finding where the simulator's time goes. Of
+  // kernel-split pieces whose work units ran together (`chained`), each carries its setup and
+  // the last also the units of all.
   double model_seconds = 0;
+  bool chained = false;  // its work units ran unit by unit with its neighbours' (block.h UnitChain)
 };
 
 struct RunStats {
@@ -120,6 +126,7 @@ class Device {
   DispatchChannel dispatch_channel_ = DispatchChannel::kRah;
   std::unique_ptr<DwpDecoder> dwp_;
   std::unique_ptr<MetaDecoder> meta_;
+  UnitChainPtr chain_;  // CONV pieces whose work units wait (block.h)
   // Byte ranges [begin, end) written by DWP, merged and sorted: the configuration block refuses
   // an instruction region the host never wrote.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> written_;
