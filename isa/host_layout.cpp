@@ -38,6 +38,25 @@ void for_each_run(std::int64_t c, std::int64_t pixels, const SaArch& arch, F&& f
   }
 }
 
+// One run's copy: a whole run (dk = 8, 4 or 2 bytes) as a fixed-size copy, which compiles to
+// one move where a variable-length memcpy is a call per run (0.12 ms of resnet18's 12-channel
+// 115x115 input, 40 000 runs of 4 bytes).
+void copy_run(void* dst, const void* src, std::int64_t n) {
+  switch (n) {
+    case 8:
+      std::memcpy(dst, src, 8);
+      return;
+    case 4:
+      std::memcpy(dst, src, 4);
+      return;
+    case 2:
+      std::memcpy(dst, src, 2);
+      return;
+    default:
+      std::memcpy(dst, src, static_cast<std::size_t>(n));
+  }
+}
+
 void check_values(std::size_t have, std::int64_t c, std::int64_t h, std::int64_t w,
                   const char* what) {
   if (c <= 0 || h <= 0 || w <= 0 || have != static_cast<std::size_t>(c * h * w))
@@ -65,7 +84,7 @@ void pack_activation(std::span<const std::int8_t> chw, std::int64_t c, std::int6
   const std::int64_t p = h * w;
   std::fill(out.begin(), out.end(), std::uint8_t{0});
   for_each_run(c, p, arch, [&](std::int64_t ch, std::int64_t px, std::uint64_t at, std::int64_t n) {
-    std::memcpy(&out[at], &chw[ch * p + px], static_cast<std::size_t>(n));
+    copy_run(&out[at], &chw[ch * p + px], n);
   });
 }
 
@@ -75,7 +94,7 @@ std::vector<std::int8_t> unpack_activation(ByteSpan bytes, std::int64_t c, std::
   const std::int64_t p = h * w;
   std::vector<std::int8_t> out(static_cast<std::size_t>(c * p));
   for_each_run(c, p, arch, [&](std::int64_t ch, std::int64_t px, std::uint64_t at, std::int64_t n) {
-    std::memcpy(&out[ch * p + px], &bytes[at], static_cast<std::size_t>(n));
+    copy_run(&out[ch * p + px], &bytes[at], n);
   });
   return out;
 }
