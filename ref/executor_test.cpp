@@ -225,6 +225,37 @@ ir::Graph quantize_dequantize_graph(std::int64_t n) {
   return g;
 }
 
+// A reshape between them (the shape of a host segment's space-to-depth) is made in kept
+// storage too: no run after the first allocates tensor storage, and the values pass unchanged.
+TEST(Executor, RunBuffersKeepAReshapesStorage) {
+  constexpr std::int64_t n = 1 << 15;
+  ir::Graph g = quantize_dequantize_graph(n);
+  g.tensors["shape"] = ir::make_tensor<std::int64_t>({2}, {n / 64, 64}, "shape");
+  g.nodes.insert(g.nodes.begin() + 1, node("reshape", "Reshape", {"q", "shape"}, {"q2"}));
+  g.nodes.back().inputs[0] = "q2";
+  RunBuffers buffers;
+  RunOptions options;
+  options.buffers = &buffers;
+  TensorMap outputs;
+  std::vector<float> xs(n);
+  for (std::int64_t i = 0; i < n; ++i) xs[i] = std::cos(0.11f * i) * 7.f;
+  const ir::Tensor x = ir::make_tensor<float>({1, n}, xs, "x");
+  for (int run = 0; run < 3; ++run) {
+    const test_support::AllocationCount count = test_support::count_allocations(
+        [&] {
+          run_graph(g, TensorRefs{{"x", &x}}, options, outputs);
+        },
+        16u << 10);
+    if (run > 0) EXPECT_EQ(count.big, 0u) << "run " << run;
+    const ir::Tensor& y = outputs.at("y");
+    EXPECT_EQ(y.shape, (ir::Shape{n / 64, 64}));
+    for (std::int64_t i = 0; i < n; i += 331) {
+      const float q = std::clamp(std::nearbyint(xs[i] / 0.05f) + 3.f, -128.f, 127.f);
+      EXPECT_EQ(ir::to_vector<float>(y)[i], (q - 3.f) * 0.05f) << i;
+    }
+  }
+}
+
 // RunBuffers: after the first run, repeated runs of one graph allocate no tensor storage, and
 // compute what a run without them does (and what the ONNX formulas say, worked here).
 TEST(Executor, RunBuffersAllocateNoTensorStorageAfterTheFirstRun) {

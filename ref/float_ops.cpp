@@ -324,11 +324,19 @@ Outputs softmax(const ir::Node& node, const OpInputs& in, std::int64_t opset, bo
 
 // ---- shape and data movement (any dtype) -----------------------------------------------------
 
-Tensor reshaped(const Tensor& x, ir::Shape shape) {
-  Tensor out = x;
-  out.shape = std::move(shape);
-  if (ir::element_count(out.shape) != ir::element_count(x.shape))
-    fail("cannot reshape {} to {}", ir::shape_string(x.shape), ir::shape_string(out.shape));
+// x's values in `shape`, made in the output storage the run keeps (OpInputs::output), so a
+// host segment's reshapes (space-to-depth) allocate nothing image after image.
+Tensor reshaped(const OpInputs& in, const Tensor& x, const ir::Shape& shape) {
+  if (ir::element_count(shape) != ir::element_count(x.shape))
+    fail("cannot reshape {} to {}", ir::shape_string(x.shape), ir::shape_string(shape));
+  if (x.data.size() != static_cast<std::size_t>(ir::element_count(x.shape)) *
+                           ir::dtype_size(x.dtype)) {  // not plain storage: copy as it is
+    Tensor out = x;
+    out.shape = shape;
+    return out;
+  }
+  Tensor out = in.output(0, x.dtype, shape);
+  std::copy(x.data.begin(), x.data.end(), out.data.begin());
   return out;
 }
 
@@ -366,7 +374,7 @@ Outputs reshape(const ir::Node& node, const OpInputs& in) {
       fail("cannot infer -1 reshaping {}", ir::shape_string(x.shape));
     target[infer] = ir::element_count(x.shape) / known;
   }
-  return one(reshaped(x, target));
+  return one(reshaped(in, x, target));
 }
 
 Outputs flatten(const ir::Node& node, const OpInputs& in) {
@@ -376,7 +384,8 @@ Outputs flatten(const ir::Node& node, const OpInputs& in) {
   const std::int64_t axis = normalize_axis(node.get_int("axis", 1), rank, "axis", true);
   std::int64_t outer = 1;
   for (std::int64_t i = 0; i < axis; ++i) outer *= x.shape[i];
-  return one(reshaped(x, {outer, ir::element_count(x.shape) / std::max<std::int64_t>(outer, 1)}));
+  return one(
+      reshaped(in, x, {outer, ir::element_count(x.shape) / std::max<std::int64_t>(outer, 1)}));
 }
 
 Outputs squeeze(const ir::Node& node, const OpInputs& in) {
@@ -395,7 +404,7 @@ Outputs squeeze(const ir::Node& node, const OpInputs& in) {
   ir::Shape shape;
   for (std::int64_t i = 0; i < rank; ++i)
     if (!drop[i]) shape.push_back(x.shape[i]);
-  return one(reshaped(x, shape));
+  return one(reshaped(in, x, shape));
 }
 
 Outputs unsqueeze(const ir::Node& node, const OpInputs& in) {
@@ -412,7 +421,7 @@ Outputs unsqueeze(const ir::Node& node, const OpInputs& in) {
   ir::Shape shape;
   std::size_t next = 0;
   for (std::int64_t i = 0; i < rank; ++i) shape.push_back(inserted[i] ? 1 : x.shape[next++]);
-  return one(reshaped(x, shape));
+  return one(reshaped(in, x, shape));
 }
 
 Outputs transpose(const ir::Node& node, const OpInputs& in) {
