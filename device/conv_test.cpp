@@ -335,6 +335,31 @@ TEST(Conv, OneWeightByteRewrittenOnTheSameBoardIsReadAgain) {
     }
 }
 
+// The same board, run again after the host rewrote an instruction word (the TailBlock's
+// QuantShift, through a DWP packet): the device decodes each instruction once and keeps it
+// while its bytes stay, so the second run must see the new shift.
+TEST(Conv, ARewrittenInstructionIsDecodedAgain) {
+  ConvSpec s;
+  s.quant_shift = 6;
+  fill_random(s, 4242);
+  ConvBoard board(isa::kArch9x8x8, s);
+  ASSERT_EQ(board.output(), ref_conv(s));
+  // The GML's instructions follow the zeroth one: CONV, OutputBlock, TailBlock, START.
+  const std::uint32_t tail_addr = 32 + 2 * 32;
+  const auto old_word = board.b.instructions[2].encode();
+  ASSERT_EQ(board.dev->dram().read(tail_addr, 32, "test"), Bytes(old_word.begin(), old_word.end()));
+  ConvSpec shifted = s;
+  shifted.quant_shift = 9;
+  isa::Instruction tail = board.b.instructions[2];
+  tail.set(Field::TailBlock_QuantShift, 9);
+  const auto word = tail.encode();
+  board.rerun(tail_addr, Bytes(word.begin(), word.end()));
+  EXPECT_EQ(board.output(), ref_conv(shifted));
+  ASSERT_NE(ref_conv(shifted), ref_conv(s));
+  board.rerun();  // and again, unchanged
+  EXPECT_EQ(board.output(), ref_conv(shifted));
+}
+
 // Parallel eval workers each run their own board; the mapped and packed weights are kept once
 // for the whole process (device/conv.cpp). Three boards run the same program at once, image after
 // image: every output is the plain loop's. Then board 1 rewrites one weight byte: it alone sees

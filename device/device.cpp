@@ -277,6 +277,19 @@ std::string inst_where(int index, std::uint64_t addr, Opcode op) {
 
 }  // namespace
 
+const isa::Decoded& Device::decode_instruction(
+    std::uint64_t index, const std::array<std::uint8_t, isa::kInstructionBytes>& raw) {
+  constexpr std::uint64_t kMaxCached = 1 << 16;  // instructions kept (resnet50 has 330)
+  if (index >= kMaxCached) return decoded_uncached_ = isa::decode(raw);
+  if (index >= decoded_.size()) decoded_.resize(index + 1);
+  DecodedInstruction& d = decoded_[index];
+  if (d.raw != raw || !d.decoded.instruction) {
+    d.decoded = isa::decode(raw);
+    d.raw = raw;
+  }
+  return d.decoded;
+}
+
 void Device::run_program() {
   // The layers' stats are rewritten in place (their ack_order storage kept from run to run) and
   // trimmed to the layers this run completed, also when it throws.
@@ -380,7 +393,7 @@ void Device::run_program() {
     const std::uint64_t addr = zeroth.start + i * 32;
     dram_.read(addr, raw, "configuration block");
     const int index = static_cast<int>(i);
-    const isa::Decoded decoded = isa::decode(raw);
+    const isa::Decoded& decoded = decode_instruction(i, raw);
     if (!decoded.instruction)
       fail(
           "instruction {} at DRAM 0x{:x}: opcode 0x{:x} is not an ISA v16 opcode; the bus "

@@ -23,6 +23,7 @@
 #include "isa/arch.h"
 #include "isa/isa.h"
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <ostream>
@@ -115,6 +116,9 @@ class Device {
   struct DwpDecoder;
   struct MetaDecoder;
   void run_program();
+  // The instruction at `index` of the region, decoded from `raw` (its bytes in DRAM now).
+  const isa::Decoded& decode_instruction(
+      std::uint64_t index, const std::array<std::uint8_t, isa::kInstructionBytes>& raw);
   void note_written(std::uint64_t addr, std::uint64_t bytes);
   bool was_written(std::uint64_t addr, std::uint64_t bytes) const;
 
@@ -127,6 +131,14 @@ class Device {
   std::unique_ptr<DwpDecoder> dwp_;
   std::unique_ptr<MetaDecoder> meta_;
   UnitChainPtr chain_;  // CONV pieces whose work units wait (block.h)
+  // Decoded instructions by index, with the bytes they were decoded from: a program run image
+  // after image decodes each instruction once (its bytes are compared on every run).
+  struct DecodedInstruction {
+    std::array<std::uint8_t, isa::kInstructionBytes> raw{};
+    isa::Decoded decoded;
+  };
+  std::vector<DecodedInstruction> decoded_;
+  isa::Decoded decoded_uncached_;
   // Byte ranges [begin, end) written by DWP, merged and sorted: the configuration block refuses
   // an instruction region the host never wrote.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> written_;
