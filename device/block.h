@@ -122,12 +122,12 @@ BlockTiming streaming_timing(std::uint64_t compute_cycles, std::uint64_t read_by
 // Layer context.
 
 // Unit chains (conv.cpp): a kernel split's pieces each add their sums to the previous piece's
-// int32 partial sums in DRAM (resnet's space-to-depth stem: three 3.2 MB regions). Run one piece
-// after the other, each reads and writes them from memory; a chain instead holds back the work
-// units of consecutive CONVs and runs them unit by unit, each unit of every piece before the next
-// unit, so the partial sums a piece reads are still in the cache. The bytes are those of running
-// the layers in order: a CONV joins only when nothing it or the pending pieces read or write
-// could see the other order (conv.cpp, "Unit chains"), and the Device runs what is pending
+// int32 partial sums in DRAM (resnet's space-to-depth stem: four pieces, two 3.2 MB regions). Run
+// one piece after the other, each reads and writes them from memory; a chain instead holds back the
+// work units of consecutive CONVs and runs them unit by unit, each unit of every piece before the
+// next unit, so the partial sums a piece reads are still in the cache. The bytes are those of
+// running the layers in order: a CONV joins only when nothing it or the pending pieces read or
+// write could see the other order (conv.cpp, "Unit chains"), and the Device runs what is pending
 // before any other layer, any dispatch, the end of the program, and when a layer throws.
 class UnitChain;
 struct UnitChainDeleter {

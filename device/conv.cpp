@@ -969,8 +969,7 @@ BlockTiming run_conv(LayerContext& ctx) {
       chain->wait(*piece);
       hold.waiting = true;
     } else {
-      auto unit = [&](std::uint64_t u) { piece->units.run(u); };
-      parallel_for(piece->units.count(), std::ref(unit));
+      piece->units.run_all();
     }
   }
   thread_local conv_kernels::PlaneSet reused_planes;  // reused, like the buffers above

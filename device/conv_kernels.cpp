@@ -738,6 +738,10 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
     std::swap(later->offset, offset);
     return;
   }
+  run_gemm_units(plan);
+}
+
+void run_gemm_units(const GemmPlan& plan) {
   auto unit = [&](std::uint64_t u) { run_gemm_unit(plan, u); };
   parallel_for(plan.p_units * plan.shape.k_units, std::ref(unit));
 }

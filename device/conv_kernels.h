@@ -449,6 +449,8 @@ struct GemmPlan {
 };
 // Work unit u: its sums, then its sink call (or its acc rows).
 void run_gemm_unit(const GemmPlan& plan, std::uint64_t u);
+// Every work unit, spread over parallel_for's workers.
+void run_gemm_units(const GemmPlan& plan);
 
 // connection_conv's paths.
 void connection_scalar(const PlaneSet& set, std::uint64_t plane, const std::int8_t* taps,
@@ -477,6 +479,7 @@ struct GemmUnits {
   const detail::GemmUnitShape& shape() const { return plan.shape; }
   std::uint64_t count() const { return plan.p_units * plan.shape.k_units; }
   void run(std::uint64_t u) const { detail::run_gemm_unit(plan, u); }
+  void run_all() const { detail::run_gemm_units(plan); }
 };
 
 }  // namespace npukit::device::conv_kernels
