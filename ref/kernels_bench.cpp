@@ -2,12 +2,15 @@
 // `npukit compare` and calibration spend in ref/, not how fast a good CPU kernel could be).
 #include <benchmark/benchmark.h>
 
+#include <chrono>
+#include <map>
 #include <random>
 
 #include "common/parallel.h"
 #include "ir/tensor_util.h"
 #include "ref/executor.h"
 #include "ref/gati_kernels.h"
+#include "ref/space_to_depth_segment.h"
 
 namespace npukit::ref {
 namespace {
@@ -114,6 +117,37 @@ void BM_FloatConv3x3(benchmark::State& state) {
                                                benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_FloatConv3x3)->Args({64, 56})->Args({512, 7})->Unit(benchmark::kMillisecond);
+
+// A resnet stem's host segment (ref/space_to_depth_segment.h), run with RunBuffers as a Session
+// runs it for every image; the counters give each op's share (us per run, timed with
+// after_node in a second pass, which keeps every value, so their sum exceeds the plain time).
+void BM_SpaceToDepthSegment(benchmark::State& state) {
+  const ir::Graph g = space_to_depth_segment();
+  const ir::Tensor x = random_tensor<float>({1, 3, 224, 224});
+  RunBuffers buffers;
+  RunOptions options;
+  options.buffers = &buffers;
+  TensorMap outputs;
+  for (auto _ : state) run_graph(g, TensorRefs{{"x", &x}}, options, outputs);
+  // Each op's time: the gaps between after_node calls, over as many runs.
+  std::map<std::string, double> seconds;
+  RunBuffers timed_buffers;
+  RunOptions timed;
+  timed.buffers = &timed_buffers;
+  auto t = std::chrono::steady_clock::now();
+  timed.after_node = [&](const ir::Node& n, const TensorMap&) {
+    const auto now = std::chrono::steady_clock::now();
+    seconds[n.name] += std::chrono::duration<double>(now - t).count();
+    t = now;
+  };
+  constexpr int kTimedRuns = 200;
+  for (int i = 0; i < kTimedRuns; ++i) {
+    t = std::chrono::steady_clock::now();
+    run_graph(g, TensorRefs{{"x", &x}}, timed, outputs);
+  }
+  for (const auto& [name, s] : seconds) state.counters[name + "_us"] = 1e6 * s / kTimedRuns;
+}
+BENCHMARK(BM_SpaceToDepthSegment)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace npukit::ref
