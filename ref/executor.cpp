@@ -44,7 +44,8 @@ ir::Tensor OpInputs::output_over(std::size_t i, ir::DType dtype, const ir::Shape
   return ir::make_tensor(dtype, shape);
 }
 
-ir::Tensor OpInputs::output(std::size_t k, ir::DType dtype, const ir::Shape& shape) const {
+ir::Tensor OpInputs::output_for_overwrite(std::size_t k, ir::DType dtype,
+                                          const ir::Shape& shape) const {
   if (k >= recycled.size() || !recycled[k] || recycled[k]->dtype != dtype)
     return ir::make_tensor(dtype, shape);
   const std::int64_t n = ir::element_count(shape);
@@ -52,7 +53,13 @@ ir::Tensor OpInputs::output(std::size_t k, ir::DType dtype, const ir::Shape& sha
   ir::Tensor out = std::move(*recycled[k]);
   out.name.clear();
   out.shape = shape;
-  out.data.assign(static_cast<std::size_t>(n) * ir::dtype_size(dtype), 0);
+  out.data.resize(static_cast<std::size_t>(n) * ir::dtype_size(dtype));
+  return out;
+}
+
+ir::Tensor OpInputs::output(std::size_t k, ir::DType dtype, const ir::Shape& shape) const {
+  ir::Tensor out = output_for_overwrite(k, dtype, shape);
+  std::fill(out.data.begin(), out.data.end(), std::uint8_t{0});
   return out;
 }
 

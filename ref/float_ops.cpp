@@ -335,7 +335,7 @@ Tensor reshaped(const OpInputs& in, const Tensor& x, const ir::Shape& shape) {
     out.shape = shape;
     return out;
   }
-  Tensor out = in.output(0, x.dtype, shape);
+  Tensor out = in.output_for_overwrite(0, x.dtype, shape);
   std::copy(x.data.begin(), x.data.end(), out.data.begin());
   return out;
 }
@@ -439,7 +439,7 @@ Outputs transpose(const ir::Node& node, const OpInputs& in) {
   }
   ir::Shape shape(rank);
   for (std::size_t i = 0; i < rank; ++i) shape[i] = x.shape[perm[i]];
-  Tensor out = in.output(0, x.dtype, shape);
+  Tensor out = in.output_for_overwrite(0, x.dtype, shape);
   // Input strides seen in output axis order; a row of the output steps through the input by
   // the last of them.
   const auto in_strides = row_major_strides(x.shape);
@@ -447,12 +447,39 @@ Outputs transpose(const ir::Node& node, const OpInputs& in) {
   for (std::size_t i = 0; i < rank; ++i) strides[i] = in_strides[perm[i]];
   const std::size_t size = ir::dtype_size(x.dtype);
   const std::int64_t row = rank ? shape[rank - 1] : 1, step = rank ? strides[rank - 1] : 1;
+  // Space to depth by 2 (a host segment's): the input's last axis has 2 elements and goes to an
+  // earlier output axis (pair_axis) while the output's last steps by 2 through the input. The
+  // two output rows that differ only at pair_axis are the even and the odd bytes of one input
+  // run: both come out of one pass, when the row with index 0 there is reached.
+  std::size_t pair_axis = rank;
+  if (size == 1 && step == 2 && rank >= 2 && x.shape[rank - 1] == 2)
+    for (std::size_t i = 0; i + 1 < rank; ++i)
+      if (perm[i] == static_cast<std::int64_t>(rank) - 1) pair_axis = i;
+  const std::int64_t pair_stride = pair_axis < rank ? row_major_strides(shape)[pair_axis] : 0;
   for_each_row(shape, [&](std::int64_t first, const std::vector<std::int64_t>& idx) {
     std::int64_t src = 0;
     for (std::size_t d = 0; d < rank; ++d) src += idx[d] * strides[d];
     std::uint8_t* dst = out.data.data() + first * size;
     const std::uint8_t* from = x.data.data() + src * size;
-    if (size == 1 && step == 2) {  // a space-to-depth (an image's host segment): every other byte
+    if (pair_axis < rank) {
+      if (idx[pair_axis] != 0) return;  // written with its even row
+      std::uint8_t* odd = dst + pair_stride;
+      std::int64_t j = 0;
+#if defined(__SSE2__)
+      // 16 of each from 32 input bytes (the run's 2 * row bytes are all inside it).
+      const __m128i low = _mm_set1_epi16(0x00FF);
+      for (; j + 16 <= row; j += 16) {
+        const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + 2 * j));
+        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + 2 * j + 16));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + j),
+                         _mm_packus_epi16(_mm_and_si128(a, low), _mm_and_si128(b, low)));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(odd + j),
+                         _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
+      }
+#endif
+      for (; j < row; ++j) dst[j] = from[2 * j], odd[j] = from[2 * j + 1];
+    } else if (size == 1 &&
+               step == 2) {  // a space-to-depth (an image's host segment): every other byte
       std::int64_t j = 0;
 #if defined(__SSE2__)
       // The even bytes of 32 at a time (SSE2 is every x86-64's baseline); the last vector stops
@@ -615,14 +642,27 @@ Outputs slice(const ir::Node& node, const OpInputs& in) {
     shape[a] = s > 0 ? std::max<std::int64_t>(0, (e - b + s - 1) / s)
                      : std::max<std::int64_t>(0, (b - e - s - 1) / -s);
   }
-  Tensor out = in.output(0, x.dtype, shape);
+  Tensor out = in.output_for_overwrite(0, x.dtype, shape);
   const std::size_t size = ir::dtype_size(x.dtype);
-  const auto in_strides = row_major_strides(x.shape);
+  // Trailing axes taken whole are one run of each element of the axis before them, and that
+  // axis too when its step is 1: fold them into it, so a channel slice of NCHW (a host
+  // segment's) is one copy per image instead of one per row.
+  ir::Shape x_shape = x.shape, out_shape = shape;
+  std::int64_t folded = rank;
+  while (folded > 1 && begin[folded - 1] == 0 && step[folded - 1] == 1 &&
+         out_shape[folded - 1] == x_shape[folded - 1] && step[folded - 2] == 1) {
+    const std::int64_t inner = x_shape[folded - 1];
+    x_shape[folded - 2] *= inner, out_shape[folded - 2] *= inner, begin[folded - 2] *= inner;
+    --folded;
+  }
+  x_shape.resize(folded), out_shape.resize(folded);
+  const auto in_strides = row_major_strides(x_shape);
   // Row by row along the last axis (a run of bytes when its step is 1).
-  const std::int64_t row = rank ? shape[rank - 1] : 1, inner_step = rank ? step[rank - 1] : 1;
-  for_each_row(shape, [&](std::int64_t first, const std::vector<std::int64_t>& idx) {
+  const std::int64_t row = folded ? out_shape[folded - 1] : 1,
+                     inner_step = folded ? step[folded - 1] : 1;
+  for_each_row(out_shape, [&](std::int64_t first, const std::vector<std::int64_t>& idx) {
     std::int64_t src = 0;
-    for (std::int64_t d = 0; d < rank; ++d) src += (begin[d] + idx[d] * step[d]) * in_strides[d];
+    for (std::int64_t d = 0; d < folded; ++d) src += (begin[d] + idx[d] * step[d]) * in_strides[d];
     std::uint8_t* dst = out.data.data() + first * size;
     if (inner_step == 1)
       copy_bytes(dst, x.data.data() + src * size, static_cast<std::size_t>(row) * size);

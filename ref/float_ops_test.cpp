@@ -99,26 +99,88 @@ TEST(Pad, ReflectAndEdge) {
 }
 
 // The host segment's space-to-depth of an int8 image (perm 0 3 5 1 2 4 of [1, c, h, 2, w, 2]:
-// rows of w read every other byte, the vector form 16 outputs at a time), against the index
-// definition, for row lengths around its steps.
+// rows of w read every other byte; the two rows of one input run split in one pass, 16 outputs
+// each at a time), against the index definition, for row lengths around its steps. With a
+// trailing axis of 1 the rows are read one at a time (every other byte), checked the same way.
 TEST(Transpose, Int8SpaceToDepthEqualsTheIndexDefinition) {
-  for (const std::int64_t w : {1, 15, 16, 17, 18, 33, 115}) {
-    const ir::Shape shape = {1, 3, 5, 2, w, 2};
-    std::vector<std::int8_t> x(static_cast<std::size_t>(ir::element_count(shape)));
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<std::int8_t>(i * 37 % 251 - 125);
-    const ir::Tensor out = run_node("Transpose", {ir::make_tensor<std::int8_t>(shape, x)},
-                                    {{"perm", std::vector<std::int64_t>{0, 3, 5, 1, 2, 4}}});
-    ASSERT_EQ(out.shape, (ir::Shape{1, 2, 2, 3, 5, w}));
-    const auto got = ir::to_vector<std::int8_t>(out);
-    std::size_t k = 0;
-    for (std::int64_t dy = 0; dy < 2; ++dy)
-      for (std::int64_t dx = 0; dx < 2; ++dx)
-        for (std::int64_t c = 0; c < 3; ++c)
-          for (std::int64_t y = 0; y < 5; ++y)
-            for (std::int64_t xb = 0; xb < w; ++xb, ++k) {
-              const std::int64_t at = (((c * 5 + y) * 2 + dy) * w + xb) * 2 + dx;
-              ASSERT_EQ(got[k], x[static_cast<std::size_t>(at)]) << "w " << w << " output " << k;
-            }
+  for (const bool trailing_one : {false, true})
+    for (const std::int64_t w : {1, 15, 16, 17, 18, 33, 115}) {
+      ir::Shape shape = {1, 3, 5, 2, w, 2};
+      std::vector<std::int64_t> perm = {0, 3, 5, 1, 2, 4};
+      if (trailing_one) shape.push_back(1), perm = {0, 3, 5, 6, 1, 2, 4};
+      std::vector<std::int8_t> x(static_cast<std::size_t>(ir::element_count(shape)));
+      for (std::size_t i = 0; i < x.size(); ++i)
+        x[i] = static_cast<std::int8_t>(i * 37 % 251 - 125);
+      const ir::Tensor out =
+          run_node("Transpose", {ir::make_tensor<std::int8_t>(shape, x)}, {{"perm", perm}});
+      ir::Shape expected = {1, 2, 2, 3, 5, w};
+      if (trailing_one) expected.insert(expected.begin() + 3, 1);
+      ASSERT_EQ(out.shape, expected);
+      const auto got = ir::to_vector<std::int8_t>(out);
+      std::size_t k = 0;
+      for (std::int64_t dy = 0; dy < 2; ++dy)
+        for (std::int64_t dx = 0; dx < 2; ++dx)
+          for (std::int64_t c = 0; c < 3; ++c)
+            for (std::int64_t y = 0; y < 5; ++y)
+              for (std::int64_t xb = 0; xb < w; ++xb, ++k) {
+                const std::int64_t at = (((c * 5 + y) * 2 + dy) * w + xb) * 2 + dx;
+                ASSERT_EQ(got[k], x[static_cast<std::size_t>(at)]) << "w " << w << " output " << k;
+              }
+    }
+}
+
+// Slice against the index definition. Trailing axes taken whole fold into one run with the axis
+// before them when its step is 1 (a channel slice of NCHW is one copy); the cases cover a fold
+// through every axis, a fold stopped by a step of 2, by a part of an axis, and by a negative
+// step, and no fold at all.
+TEST(Slice, RunsOfWholeTrailingAxesEqualTheIndexDefinition) {
+  const ir::Shape shape = {2, 5, 3, 4};
+  std::vector<float> x(static_cast<std::size_t>(ir::element_count(shape)));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+  struct Case {
+    std::vector<std::int64_t> starts, ends, axes, steps;
+  };
+  const std::vector<Case> cases = {
+      {{1}, {4}, {1}, {1}},                    // channels 1..3: one run per image
+      {{0, 1}, {2, 4}, {0, 1}, {1, 1}},        // folds through axis 0
+      {{1}, {4}, {1}, {2}},                    // channels 1, 3: runs of one channel
+      {{1, 1}, {4, 3}, {1, 2}, {1, 1}},        // part of axis 2: rows of axis 3
+      {{4, 0}, {0, 0}, {1, 3}, {-1, 1}},       // channels backwards, no fold into axis 1
+      {{0}, {4}, {3}, {3}},                    // every third column
+      {{-2, 2}, {-100, 0}, {2, 3}, {-1, -1}},  // both last axes backwards
+  };
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    const Case& k = cases[c];
+    const ir::Tensor out =
+        run_node("Slice", {f32(shape, x), i64(k.starts), i64(k.ends), i64(k.axes), i64(k.steps)});
+    // The index definition: each axis's start, step and count, clamped as ONNX says.
+    std::vector<std::int64_t> begin(4, 0), step(4, 1), count(shape.begin(), shape.end());
+    for (std::size_t i = 0; i < k.axes.size(); ++i) {
+      const std::int64_t a = k.axes[i], dim = shape[a], st = k.steps[i];
+      auto norm = [&](std::int64_t v) { return v < 0 ? v + dim : v; };
+      std::int64_t b = norm(k.starts[i]), e = norm(k.ends[i]);
+      if (st > 0) {
+        b = std::clamp<std::int64_t>(b, 0, dim), e = std::clamp<std::int64_t>(e, 0, dim);
+        count[a] = std::max<std::int64_t>(0, (e - b + st - 1) / st);
+      } else {
+        b = std::clamp<std::int64_t>(b, -1, dim - 1), e = std::clamp<std::int64_t>(e, -1, dim - 1);
+        count[a] = std::max<std::int64_t>(0, (b - e - st - 1) / -st);
+      }
+      begin[a] = b, step[a] = st;
+    }
+    ASSERT_EQ(out.shape, (ir::Shape{count[0], count[1], count[2], count[3]})) << "case " << c;
+    const auto got = ir::to_vector<float>(out);
+    std::size_t n = 0;
+    for (std::int64_t i0 = 0; i0 < count[0]; ++i0)
+      for (std::int64_t i1 = 0; i1 < count[1]; ++i1)
+        for (std::int64_t i2 = 0; i2 < count[2]; ++i2)
+          for (std::int64_t i3 = 0; i3 < count[3]; ++i3, ++n) {
+            const std::int64_t at = (((begin[0] + i0 * step[0]) * 5 + begin[1] + i1 * step[1]) * 3 +
+                                     begin[2] + i2 * step[2]) *
+                                        4 +
+                                    begin[3] + i3 * step[3];
+            ASSERT_EQ(got[n], x[static_cast<std::size_t>(at)]) << "case " << c << " output " << n;
+          }
   }
 }
 

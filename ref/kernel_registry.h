@@ -44,6 +44,9 @@ struct OpInputs {
   // Output k as a zeroed tensor of this type and shape (ir::make_tensor), in the storage the
   // previous run's output k had when RunOptions::buffers keeps it.
   ir::Tensor output(std::size_t k, ir::DType dtype, const ir::Shape& shape) const;
+  // The same for a kernel that writes every element: kept storage is not zeroed first, so its
+  // bytes are the previous run's until the kernel writes them (a new tensor is still zeroed).
+  ir::Tensor output_for_overwrite(std::size_t k, ir::DType dtype, const ir::Shape& shape) const;
 };
 
 // Returns the node's outputs in order (names are filled in by the executor).

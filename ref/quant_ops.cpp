@@ -147,7 +147,7 @@ Outputs quantize_linear(const ir::Node& node, const OpInputs& in) {
   if (zero.size() != 1 && zero.size() != scale.size())
     fail("y_scale and y_zero_point differ in size");
   const auto ix = axis_indexer(x.shape, scale.size(), node.get_int("axis", 1), "y_scale");
-  Tensor out = in.output(0, type, x.shape);
+  Tensor out = in.output_for_overwrite(0, type, x.shape);
   if (scale.size() == 1) {
     // One scale (a model's input image): the same arithmetic without the per-element indexer,
     // type switch and rounding call (round_half_even by the 1.5 * 2^23 addition, exact for
@@ -209,7 +209,7 @@ Outputs dequantize_linear(const ir::Node& node, const OpInputs& in) {
   if (zero.size() != 1 && zero.size() != scale.size())
     fail("x_scale and x_zero_point differ in size");
   const auto ix = axis_indexer(x.shape, scale.size(), node.get_int("axis", 1), "x_scale");
-  Tensor out = in.output(0, DType::kFloat32, x.shape);
+  Tensor out = in.output_for_overwrite(0, DType::kFloat32, x.shape);
   const auto count = ir::element_count(x.shape);
   float* y = out.as_mutable<float>();
   // The values read in their own type (not widened to a copy first).
