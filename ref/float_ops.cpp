@@ -424,6 +424,31 @@ Outputs unsqueeze(const ir::Node& node, const OpInputs& in) {
   return one(reshaped(in, x, shape));
 }
 
+// even[j] = from[2 j], and odd[j] = from[2 j + 1] when odd is given, for j < n (a
+// space-to-depth's rows). Reads from[0, 2 n - 1), or from[0, 2 n) with odd: without it the last
+// vector stops short of the end, so no byte past the last even one is read.
+void even_and_odd_bytes(const std::uint8_t* from, std::int64_t n, std::uint8_t* even,
+                        std::uint8_t* odd) {
+  std::int64_t j = 0;
+#if defined(__SSE2__)
+  // 16 of each from 32 input bytes (SSE2 is every x86-64's baseline).
+  const __m128i low = _mm_set1_epi16(0x00FF);
+  for (const std::int64_t last = odd ? n - 16 : n - 17; j <= last; j += 16) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + 2 * j));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + 2 * j + 16));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(even + j),
+                     _mm_packus_epi16(_mm_and_si128(a, low), _mm_and_si128(b, low)));
+    if (odd)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(odd + j),
+                       _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
+  }
+#endif
+  for (; j < n; ++j) {
+    even[j] = from[2 * j];
+    if (odd) odd[j] = from[2 * j + 1];
+  }
+}
+
 Outputs transpose(const ir::Node& node, const OpInputs& in) {
   const Tensor& x = in.at(0);
   check_data(x, "input");
@@ -463,36 +488,9 @@ Outputs transpose(const ir::Node& node, const OpInputs& in) {
     const std::uint8_t* from = x.data.data() + src * size;
     if (pair_axis < rank) {
       if (idx[pair_axis] != 0) return;  // written with its even row
-      std::uint8_t* odd = dst + pair_stride;
-      std::int64_t j = 0;
-#if defined(__SSE2__)
-      // 16 of each from 32 input bytes (the run's 2 * row bytes are all inside it).
-      const __m128i low = _mm_set1_epi16(0x00FF);
-      for (; j + 16 <= row; j += 16) {
-        const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + 2 * j));
-        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + 2 * j + 16));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + j),
-                         _mm_packus_epi16(_mm_and_si128(a, low), _mm_and_si128(b, low)));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(odd + j),
-                         _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
-      }
-#endif
-      for (; j < row; ++j) dst[j] = from[2 * j], odd[j] = from[2 * j + 1];
-    } else if (size == 1 &&
-               step == 2) {  // a space-to-depth (an image's host segment): every other byte
-      std::int64_t j = 0;
-#if defined(__SSE2__)
-      // The even bytes of 32 at a time (SSE2 is every x86-64's baseline); the last vector stops
-      // short of the row's end, so no byte past its last element is read.
-      const __m128i low = _mm_set1_epi16(0x00FF);
-      for (; j + 17 <= row; j += 16) {
-        const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + 2 * j));
-        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + 2 * j + 16));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + j),
-                         _mm_packus_epi16(_mm_and_si128(a, low), _mm_and_si128(b, low)));
-      }
-#endif
-      for (; j < row; ++j) dst[j] = from[j * 2];
+      even_and_odd_bytes(from, row, dst, dst + pair_stride);
+    } else if (size == 1 && step == 2) {  // every other byte
+      even_and_odd_bytes(from, row, dst, nullptr);
     } else if (size == 1) {  // int8 and bool, the usual data-movement case
       for (std::int64_t j = 0; j < row; ++j) dst[j] = from[j * step];
     } else {
