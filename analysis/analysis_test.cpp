@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <string>
 #include <thread>
 
@@ -176,6 +178,24 @@ TEST(Evaluate, MergedShardsAreTheSingleRun) {
   EXPECT_THROW(decode_eval_result("{\"images\": 1}", "rank 1"), Error);
 }
 
+// `takers` threads, each with its own Session, evaluating from `queue` (npukit eval's workers):
+// run(w, session, options) with options.queue set; returns each one's result.
+template <typename Run>
+std::vector<EvalResult> queue_takers(Digits& d, ImageQueue& queue, int takers, Run&& run) {
+  std::vector<EvalResult> parts(static_cast<std::size_t>(takers));
+  {
+    std::vector<std::jthread> workers;
+    for (int w = 0; w < takers; ++w)
+      workers.emplace_back([&, w] {
+        runtime::Session s(d.compiled.artifact());
+        EvalOptions q;
+        q.queue = &queue;
+        parts[static_cast<std::size_t>(w)] = run(w, s, q);
+      });
+  }
+  return parts;
+}
+
 // Workers taking images from one queue (npukit eval's threads): whichever images each takes,
 // the merge is the single run's result, predictions in image order; a queue past the data fails.
 TEST(Evaluate, QueueTakersMergeToTheSingleRun) {
@@ -185,18 +205,10 @@ TEST(Evaluate, QueueTakersMergeToTheSingleRun) {
   EvalOptions o;
   o.limit = 9;
   const EvalResult one = evaluate(d.session, x, labels, o);
-  ImageQueue queue(0, 9);
-  std::vector<EvalResult> parts(3);
-  {
-    std::vector<std::jthread> workers;
-    for (int w = 0; w < 3; ++w)
-      workers.emplace_back([&, w] {
-        runtime::Session s(d.compiled.artifact());
-        EvalOptions q;
-        q.queue = &queue;
-        parts[static_cast<std::size_t>(w)] = evaluate(s, x, labels, q);
-      });
-  }
+  ImageQueue queue(0, 9, 3);
+  const std::vector<EvalResult> parts = queue_takers(
+      d, queue, 3,
+      [&](int, runtime::Session& s, const EvalOptions& q) { return evaluate(s, x, labels, q); });
   std::int64_t taken = 0;
   for (const EvalResult& p : parts) {
     taken += p.images;
@@ -239,10 +251,49 @@ TEST(Evaluate, QueueTakersMergeToTheSingleRun) {
   EXPECT_EQ(ab.predictions, (std::vector<std::int64_t>{10, 11, 12, 13, 14, 15}));
   ASSERT_EQ(ab.layers.size(), 1u);
   EXPECT_EQ(ab.layers[0].name, "a");
-  ImageQueue past(0, x.shape[0] + 1);
+  ImageQueue past(0, x.shape[0] + 1, 1);
   EvalOptions q;
   q.queue = &past;
   EXPECT_THROW(evaluate(d.session, x, labels, q), Error);
+}
+
+// The takers of one queue start their warm timing together: one that is slow to finish its first
+// image (here its progress call sleeps 100 ms) holds the others after their first, so no taker
+// times images while another is still starting (without the wait the other would have done all
+// the rest by then). A taker that fails before its first image (labels of another length) leaves
+// the start, so the others do not wait for it.
+TEST(Evaluate, QueueTakersStartTheirWarmTimingTogether) {
+  Digits d;
+  const ir::Tensor& x = d.x;
+  const std::vector<std::int64_t>& labels = d.labels;
+  ImageQueue queue(0, 10, 2);
+  std::atomic<std::int64_t> done_by_first{0}, seen_when_second_started{-1};
+  const std::vector<EvalResult> parts =
+      queue_takers(d, queue, 2, [&](int w, runtime::Session& s, EvalOptions q) {
+        if (w == 0)
+          q.progress = [&](std::int64_t done, std::int64_t, std::int64_t) { done_by_first = done; };
+        else
+          q.progress = [&](std::int64_t done, std::int64_t, std::int64_t) {
+            if (done != 1) return;
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            seen_when_second_started = done_by_first.load();
+          };
+        return evaluate(s, x, labels, q);
+      });
+  EXPECT_EQ(parts[0].images + parts[1].images, 10);
+  EXPECT_EQ(seen_when_second_started.load(), 1);
+  EXPECT_EQ(parts[0].warm_images + parts[1].warm_images, 8);
+  ImageQueue failing(0, 10, 2);
+  const std::vector<std::int64_t> wrong(labels.begin(), labels.begin() + 3);
+  const std::vector<EvalResult> left =
+      queue_takers(d, failing, 2, [&](int w, runtime::Session& s, const EvalOptions& q) {
+        if (w == 1) {
+          EXPECT_THROW(evaluate(s, x, wrong, q), Error);
+          return EvalResult{};
+        }
+        return evaluate(s, x, labels, q);
+      });
+  EXPECT_EQ(left[0].images, 10);
 }
 
 // The warm timing leaves out each shard's first image: 5 images in shards of 2 and 3 have 1 + 2

@@ -98,6 +98,18 @@ void mean_layer_seconds(EvalResult& r) {
 EvalResult evaluate(runtime::Session& session, const ir::Tensor& x,
                     const std::vector<std::int64_t>& labels, const EvalOptions& options,
                     const std::string& data_name, const std::string& labels_name) {
+  // This taker's part in the queue's warm start, taken exactly once: after its first image, or
+  // on the way out (an error, or no image) so the other takers do not wait for it.
+  struct WarmStart {
+    ImageQueue* queue;
+    bool done = false;
+    void warmed_up() {
+      if (queue && !done) done = true, queue->warmed_up();
+    }
+    ~WarmStart() {
+      if (queue && !done) queue->leave();
+    }
+  } warm_start{options.queue};
   check_eval_data(x, labels, data_name, labels_name);
   if (options.limit < 0) fail("limit {} is negative (0 evaluates every image)", options.limit);
   const auto& m = session.manifest();
@@ -145,6 +157,7 @@ EvalResult evaluate(runtime::Session& session, const ir::Tensor& x,
   double warm_cpu_from = 0;
   for (std::int64_t i = take(); i >= 0; i = take()) {
     if (r.images == 1) {
+      warm_start.warmed_up();
       warm_from = std::chrono::steady_clock::now();
       warm_cpu_from = thread_cpu_seconds();
     }

@@ -6,7 +6,10 @@
 #include "ir/graph.h"
 #include "runtime/session.h"
 
+#include <algorithm>
 #include <atomic>
+#include <barrier>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -16,12 +19,17 @@
 
 namespace npukit::analysis {
 
-// Hands out the images [begin, end) one at a time to the evaluations that share it (npukit eval's
-// workers): each takes the next image when it is free, so a core slowed by other work takes fewer
-// instead of finishing last.
+// Hands out the images [begin, end) one at a time to the `takers` evaluations that share it
+// (npukit eval's workers): each takes the next image when it is free, so a core slowed by other
+// work takes fewer instead of finishing last. Their warm timing (EvalResult::warm_seconds) starts
+// together: evaluate() waits after a taker's first image until every taker has done its first,
+// so the warm figures count only time when all of them run (not a worker still starting while
+// the others already time their images). Every taker must call evaluate() with the queue, or
+// leave() when it fails before that.
 class ImageQueue {
  public:
-  ImageQueue(std::int64_t begin, std::int64_t end) : begin_(begin), next_(begin), end_(end) {}
+  ImageQueue(std::int64_t begin, std::int64_t end, std::ptrdiff_t takers)
+      : begin_(begin), next_(begin), end_(end), warm_start_(std::max<std::ptrdiff_t>(takers, 1)) {}
   // The next image, or -1 when none is left.
   std::int64_t take() {
     const std::int64_t i = next_.fetch_add(1, std::memory_order_relaxed);
@@ -29,11 +37,16 @@ class ImageQueue {
   }
   std::int64_t begin() const { return begin_; }
   std::int64_t end() const { return end_; }
+  // Once per taker: after its first image (waits for the others' first), or leave() when it
+  // stops without one (no image, or an error).
+  void warmed_up() { warm_start_.arrive_and_wait(); }
+  void leave() { warm_start_.arrive_and_drop(); }
 
  private:
   std::int64_t begin_;
   std::atomic<std::int64_t> next_;
   std::int64_t end_;
+  std::barrier<> warm_start_;
 };
 
 struct EvalOptions {
@@ -62,7 +75,8 @@ struct EvalResult {
   double seconds = 0;               // host wall time of the loop
   // The images after the first of each shard (whose time holds the one-time weight packing), as
   // onnxruntime's session.run timings leave out session creation and warm-up: their wall time
-  // (shards run at once: the longest) and this thread's CPU time (summed over shards). A shard's
+  // (shards run at once: the longest; a queue's takers start it together) and this thread's CPU
+  // time (summed over shards). A shard's
   // layers must run on its own thread for the CPU time to hold all of it (npukit eval's workers
   // do, one image per core).
   std::int64_t warm_images = 0;

@@ -139,8 +139,9 @@ void run(const EvalArgs& a) {
     std::vector<std::exception_ptr> errors(workers);
     std::vector<std::int64_t> done(workers, 0), correct(workers, 0);
     std::mutex progress_mutex;
-    npukit::analysis::ImageQueue queue(first, end);
+    npukit::analysis::ImageQueue queue(first, end, workers);
     auto work = [&](int w) {
+      bool evaluating = false;  // evaluate() takes this worker's part in the queue's warm start
       try {
         npukit::runtime::SessionOptions so;
         so.warnings = world.rank() == 0 && w == 0 ? &std::cerr : nullptr;
@@ -158,8 +159,10 @@ void run(const EvalArgs& a) {
           progress->update(all_done,
                            fmt::format("int8 {:.2f} %{}", 100.0 * all_correct / all_done, tail));
         };
+        evaluating = true;
         parts[w] = npukit::analysis::evaluate(*s, x, labels, options, data_name, labels_name);
       } catch (...) {
+        if (!evaluating) queue.leave();  // failed before evaluate(): the others must not wait
         errors[w] = std::current_exception();
       }
     };
