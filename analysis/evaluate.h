@@ -76,9 +76,8 @@ struct EvalResult {
   // The images after the first of each shard (whose time holds the one-time weight packing), as
   // onnxruntime's session.run timings leave out session creation and warm-up: their wall time
   // (shards run at once: the longest; a queue's takers start it together) and this thread's CPU
-  // time (summed over shards). A shard's
-  // layers must run on its own thread for the CPU time to hold all of it (npukit eval's workers
-  // do, one image per core).
+  // time (summed over shards). A shard's layers must run on its own thread for the CPU time to
+  // hold all of it (npukit eval's workers do, one image per core).
   std::int64_t warm_images = 0;
   double warm_seconds = 0, warm_cpu_seconds = 0;
   std::vector<std::int64_t> predictions;  // the int8 top-1 class per image

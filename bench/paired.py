@@ -19,9 +19,9 @@ npukit's eval time per image is the one `npukit eval --json` measures inside the
 the images after each worker's first (warm_seconds_per_image, warm_cpu_seconds_per_image; the
 workers start timing together, once each has done its first), as onnxruntime's figure is its
 session.run times after a warm-up run: process start-up, program loading and the first image's
-weight packing are left out of both. (Until 2026-11-27 it was the
-difference between an eval of N images and one of N/2, which leaves out the same costs but adds
-the noise of two whole processes to each round.) The test images are repeated cyclically up to N
+weight packing are left out of both. (Until 2026-11-27 it was the difference between an eval of
+N images and one of N/2, which leaves out the same costs but adds the noise of two whole
+processes to each round.) The test images are repeated cyclically up to N
 (default 32). Each of R rounds (default 3) runs npukit and onnxruntime u8 back to back, so each
 ratio pairs measurements taken within seconds of each other; the table gives the median round
 (by CPU ratio) and the spread of the ratios. A second row takes each at its fastest over the

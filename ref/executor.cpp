@@ -44,10 +44,13 @@ ir::Tensor OpInputs::output_over(std::size_t i, ir::DType dtype, const ir::Shape
   return ir::make_tensor(dtype, shape);
 }
 
+bool OpInputs::keeps(std::size_t k, ir::DType dtype) const {
+  return k < recycled.size() && recycled[k] && recycled[k]->dtype == dtype;
+}
+
 ir::Tensor OpInputs::output_for_overwrite(std::size_t k, ir::DType dtype,
                                           const ir::Shape& shape) const {
-  if (k >= recycled.size() || !recycled[k] || recycled[k]->dtype != dtype)
-    return ir::make_tensor(dtype, shape);
+  if (!keeps(k, dtype)) return ir::make_tensor(dtype, shape);
   const std::int64_t n = ir::element_count(shape);
   if (n < 0) return ir::make_tensor(dtype, shape);  // which names the error
   ir::Tensor out = std::move(*recycled[k]);
@@ -58,8 +61,9 @@ ir::Tensor OpInputs::output_for_overwrite(std::size_t k, ir::DType dtype,
 }
 
 ir::Tensor OpInputs::output(std::size_t k, ir::DType dtype, const ir::Shape& shape) const {
+  const bool kept = keeps(k, dtype);  // a new tensor comes zeroed already
   ir::Tensor out = output_for_overwrite(k, dtype, shape);
-  std::fill(out.data.begin(), out.data.end(), std::uint8_t{0});
+  if (kept) std::fill(out.data.begin(), out.data.end(), std::uint8_t{0});
   return out;
 }
 

@@ -47,6 +47,10 @@ struct OpInputs {
   // The same for a kernel that writes every element: kept storage is not zeroed first, so its
   // bytes are the previous run's until the kernel writes them (a new tensor is still zeroed).
   ir::Tensor output_for_overwrite(std::size_t k, ir::DType dtype, const ir::Shape& shape) const;
+
+ private:
+  // Whether output k's storage of the previous run is kept and of this type.
+  bool keeps(std::size_t k, ir::DType dtype) const;
 };
 
 // Returns the node's outputs in order (names are filled in by the executor).
