@@ -944,8 +944,27 @@ void TailPipeline::RowWriter::write(const std::int32_t* y, std::uint64_t stride,
         "TailPipeline::RowWriter: pixels [{}, {}) channels [{}, {}) are not whole words of the "
         "{}-pixel {}-channel output",
         p0, p0 + n, k0, k0 + k_count, words_.pixels, words_.channels);
-  detail::tail_rows_avx2(words_, y, stride, p0, n, k0, k_count, out_pages_, out_start_,
-                         accumulant_pages_, accumulant_start_);
+  if (skip_begin_ >= skip_end_)
+    return detail::tail_rows_avx2(words_, y, stride, p0, n, k0, k_count, out_pages_, out_start_,
+                                  accumulant_pages_, accumulant_start_);
+  // Per 8-channel group, whose words are pixel p's at group * per_group + p / 4: the pixels
+  // before the words left unwritten, and those after.
+  const std::uint64_t per_group = words_.padded_pixels / 4, end = p0 + n;
+  for (std::uint64_t c0 = k0; c0 < k0 + k_count; c0 += 8) {
+    const std::uint64_t base = c0 / 8 * per_group;
+    const auto pixel_of = [&](std::uint64_t word) {
+      return std::clamp(word <= base ? 0 : (word - base) * 4, p0, end);
+    };
+    const std::uint64_t skip_from = pixel_of(skip_begin_), skip_to = pixel_of(skip_end_);
+    const auto rows = [&](std::uint64_t from, std::uint64_t to) {
+      if (from < to)
+        detail::tail_rows_avx2(words_, y + (from - p0) * stride + (c0 - k0), stride, from,
+                               to - from, c0, std::min<std::uint64_t>(8, k0 + k_count - c0),
+                               out_pages_, out_start_, accumulant_pages_, accumulant_start_);
+    };
+    rows(p0, skip_from);
+    rows(skip_to, end);
+  }
 }
 
 std::uint64_t write_flat_output(LayerContext& ctx, ByteSpan data) {

@@ -146,6 +146,9 @@ void run_unit_chain(UnitChain& chain);
 struct ChainTime {
   double seconds = 0;
   int first_layer_number = 0, layer_number = 0;
+  // Bit i: layer first_layer_number + i carried the previous piece's sums (conv.cpp), left its
+  // output unwritten (a later piece overwrote it unread).
+  std::uint64_t carried = 0, unwritten = 0;
 };
 ChainTime take_chain_time(UnitChain& chain);
 
@@ -298,6 +301,8 @@ struct TailWords {
   // int32 pass-through with the bias add alone; kOther runs apply() value by value.
   enum class Kind { kQuantize, kBias, kOther } kind = Kind::kOther;
   const std::int32_t* bias = nullptr;  // per channel, null without BiasEn
+  // tail_rows_avx2's whole int32 words with non-temporal stores (nothing reads them soon).
+  bool stream = false;
   std::int32_t scale = 0, clip = 0;
   int shift = 0, fp_cast_shift = 0, act = -1;
 };
@@ -364,6 +369,30 @@ class TailPipeline {
                std::uint64_t k0, std::uint64_t k_count) const;
     std::uint64_t bytes() const { return bytes_; }
 
+    // For unit chains (device/conv.cpp). Whether the tail is the bias add alone (int32 partial
+    // sums out: QuantEn 0, ActEn 0, OpWidth 4), so each output value is its sum plus its
+    // channel's bias (32-bit wrap); that bias (null without BiasEn); whether accumulants are read.
+    bool adds_bias_alone() const { return words_.kind == detail::TailWords::Kind::kBias; }
+    const std::int32_t* bias() const { return words_.bias; }
+    bool reads_accumulants() const { return accumulant_pages_ != nullptr; }
+    // Takes the accumulants as already in the sums handed to write(): the previous piece's sums,
+    // carried in the work unit's tile. `bias` (per channel, null for none) replaces the tail's:
+    // the previous piece's bias plus this one's. No accumulant is read from then on.
+    void carry_accumulants(const std::int32_t* bias) {
+      accumulant_pages_ = nullptr;
+      words_.bias = bias;
+    }
+    // Output bytes per word (32 * OpWidth).
+    std::uint64_t word_bytes() const { return 32 * static_cast<std::uint64_t>(words_.width); }
+    // Whether int32 words are written past the cache (a chain's partial sums that no piece of
+    // it reads back: going through the cache would read each line in first, for nothing).
+    void stream_output(bool stream) { words_.stream = stream; }
+    // Leaves the output words in bytes [begin, end) of the region (multiples of word_bytes())
+    // unwritten: a later piece of the chain overwrites them before anything reads them.
+    void leave_unwritten(std::uint64_t begin, std::uint64_t end) {
+      skip_begin_ = begin / word_bytes(), skip_end_ = end / word_bytes();
+    }
+
    private:
     friend class TailPipeline;
     bool ready_ = false;
@@ -372,6 +401,7 @@ class TailPipeline {
     std::uint8_t* const* out_pages_ = nullptr;
     const std::uint8_t* const* accumulant_pages_ = nullptr;
     std::uint64_t out_start_ = 0, accumulant_start_ = 0;  // the regions' offsets in their page 0
+    std::uint64_t skip_begin_ = 0, skip_end_ = 0;         // words left unwritten
   };
   // A writer's page tables: per-thread storage by default, so one writer per thread at a time;
   // a writer used after the next one is made (a deferred conv's, conv.cpp) brings its own.

@@ -225,8 +225,8 @@ __attribute__((target("avx2"))) inline void transpose4(__m256i& a, __m256i& b, _
 // its accumulants at a (or null). Channel-major first (the bias, a wrapping add, commutes with
 // the accumulants'): halves (0 4) (1 5) (2 6) (3 7), then pairs (0 1) (2 3) (4 5) (6 7), each 4
 // pixels, which is the order of the word's 4 x 32 bytes and of its accumulants. keep (or null)
-// masks each 32 bytes' padding lanes to 0.
-template <bool kQuant, int kAct>
+// masks each 32 bytes' padding lanes to 0. kStream: non-temporal stores (o 32-byte aligned).
+template <bool kQuant, int kAct, bool kStream = false>
 __attribute__((target("avx2"), always_inline)) inline void int32_word(__m256i (&r)[4], __m256i bias,
                                                                       const Quantizer& quant,
                                                                       std::uint8_t* o,
@@ -248,7 +248,10 @@ __attribute__((target("avx2"), always_inline)) inline void int32_word(__m256i (&
                                  bswap));
     if constexpr (kQuant) x = quant.template operator()<kAct>(x);
     if (keep) x = _mm256_and_si256(x, keep[j]);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + j * 32), _mm256_shuffle_epi8(x, bswap));
+    if constexpr (kStream)
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(o + j * 32), _mm256_shuffle_epi8(x, bswap));
+    else
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + j * 32), _mm256_shuffle_epi8(x, bswap));
   }
 }
 
@@ -321,8 +324,9 @@ __attribute__((target("avx2"))) void tail_rows(
         words(std::false_type{});
     } else if (width == 4 && c0 + 8 <= t.channels) {
       // Whole words of int32 (the partial sums a split kernel chains through DRAM): nothing to
-      // mask, and whether there are accumulants is fixed for the loop.
-      const auto words = [&](auto with_accumulants) __attribute__((target("avx2"))) {
+      // mask, and whether there are accumulants, and whether the stores stream, is fixed for
+      // the loop.
+      const auto words = [&](auto with_accumulants, auto stream) __attribute__((target("avx2"))) {
         for (; i + 4 <= n; i += 4) {
           __m256i r[4];
 #pragma GCC unroll 4
@@ -332,14 +336,18 @@ __attribute__((target("avx2"))) void tail_rows(
           const std::uint8_t* a = nullptr;
           if constexpr (decltype(with_accumulants)::value)
             a = page_at(accumulant_pages, accumulant_start, word * 128);
-          int32_word<kQuant, kAct>(r, bias, quant, page_at(out_pages, out_start, word * 128), a,
-                                   nullptr);
+          int32_word<kQuant, kAct, decltype(stream)::value>(
+              r, bias, quant, page_at(out_pages, out_start, word * 128), a, nullptr);
         }
       };
-      if (accumulant_pages)
-        words(std::true_type{});
+      if (accumulant_pages && t.stream)
+        words(std::true_type{}, std::true_type{});
+      else if (accumulant_pages)
+        words(std::true_type{}, std::false_type{});
+      else if (t.stream)
+        words(std::false_type{}, std::true_type{});
       else
-        words(std::false_type{});
+        words(std::false_type{}, std::false_type{});
     }
     for (; i < n; i += 4) {
       const std::uint64_t word = c0 / 8 * per_group + (p0 + i) / 4;
@@ -388,6 +396,9 @@ __attribute__((target("avx2"))) void tail_rows(
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), _mm256_shuffle_epi8(p, bytes_t));
     }
   }
+  // Streamed stores are weakly ordered: done before whatever this thread does next is seen
+  // (parallel_for's completion, another piece reading them).
+  if (t.stream) _mm_sfence();
 }
 }  // namespace
 

@@ -643,6 +643,10 @@ namespace {
 struct Region {  // [begin, end) in DRAM; empty when begin == end
   std::uint64_t begin = 0, end = 0;
   bool overlaps(const Region& o) const { return begin < o.end && o.begin < end; }
+  Region operator&(const Region& o) const {
+    return overlaps(o) ? Region{std::max(begin, o.begin), std::min(end, o.end)} : Region{};
+  }
+  bool empty() const { return begin >= end; }
   bool operator==(const Region&) const = default;
 };
 
@@ -669,14 +673,56 @@ struct ChainPiece {
   std::shared_ptr<const MappedWeights> weights;  // its packed weights, which the units read
   std::array<UnitRegion, 2> regions;             // output; accumulants (empty when none)
   int layer_number = 0;
+  std::uint64_t channels = 0;  // output channels (the writer's bias entries)
   bool in_use = false;
+  // Set when it joins: its accumulants are the previous piece's sums, carried in the unit's
+  // tile (its writer then adds carried_bias, both pieces' bias).
+  bool carries = false;
+  std::vector<std::int32_t> carried_bias;
+  // Set when a later piece joins: the part of its output that piece overwrites (at other
+  // units' offsets), which it leaves unwritten.
+  Region unwritten;
+  // Set when the chain runs: no later access can tell whether its output was written.
+  bool output_unread = false;
 
   void release() {
     tail.reset();  // its bias storage goes back to the thread's spare
     weights.reset();
-    in_use = false;
+    in_use = carries = output_unread = false;
+    unwritten = {};
   }
 };
+
+// Carried sums. When a waiting piece's tail only adds its bias to the int32 sums in its tile
+// (OpWidth 4, no quantizer, no activation, and no accumulants read: none, or carried into the
+// tile themselves) and the next piece's accumulants are exactly that output region,
+// the next piece's accumulant words, for its unit u, are the previous piece's unit u sums plus
+// that bias, written just before (same unit, same thread, nothing in between). So the next piece
+// adds its own sums to the previous piece's tile instead and its tail adds both biases: the
+// same 32-bit wrapping sum, without reading the words back (a stem's pieces read 3.2 MB each).
+bool may_carry(const ChainPiece& prev, const ChainPiece& next) {
+  return prev.writer.adds_bias_alone() && !prev.writer.reads_accumulants() &&
+         next.writer.reads_accumulants() && prev.regions[0].wide &&
+         next.regions[1].bytes == prev.regions[0].bytes &&
+         prev.units.shape() == next.units.shape() && prev.channels == next.channels;
+}
+// Whether `next` carries `prev`'s sums; if so its writer is switched over.
+bool carry(const ChainPiece& prev, ChainPiece& next) {
+  if (!may_carry(prev, next)) return false;
+  const std::int32_t* a = prev.writer.bias();
+  const std::int32_t* b = next.writer.bias();
+  if (!a && !b) {
+    next.writer.carry_accumulants(nullptr);
+    return true;
+  }
+  std::vector<std::int32_t>& sum = next.carried_bias;
+  sum.resize(next.channels);
+  for (std::uint64_t k = 0; k < next.channels; ++k)
+    sum[k] = static_cast<std::int32_t>(static_cast<std::uint32_t>(a ? a[k] : 0) +
+                                       static_cast<std::uint32_t>(b ? b[k] : 0));
+  next.writer.carry_accumulants(sum.data());
+  return true;
+}
 
 class UnitChain {
  public:
@@ -700,18 +746,37 @@ class UnitChain {
     return false;
   }
   // Whether `piece`, set up with its units in piece.units, may wait behind the waiting pieces.
+  // Carried accumulants are not read from DRAM, so they take no part. An output over part of a
+  // waiting piece's output at other units' offsets may join when that piece can leave the part
+  // unwritten (overwritten_part): nothing reads it in between, since any read of it would
+  // overlap this output too and keep the piece out.
   bool may_join(const ChainPiece& piece) const {
     const Region written = piece.regions[0].bytes;
     if (written.overlaps({0, 32}) || written.overlaps(instructions_)) return false;
+    const bool carries = !waiting_.empty() && may_carry(*waiting_.back(), piece);
     for (const ChainPiece* p : waiting_) {
       if (!(p->units.shape() == piece.units.shape())) return false;
-      for (const UnitRegion& a : piece.regions)
-        for (const UnitRegion& b : p->regions)
-          if (!unit_compatible(a, b)) return false;
+      for (int a = 0; a < 2; ++a)
+        for (int b = 0; b < 2; ++b) {
+          if ((a == 1 && carries) || (b == 1 && p->carries)) continue;
+          if (unit_compatible(piece.regions[a], p->regions[b])) continue;
+          if (a == 0 && b == 0 && overwritten_part(*p, written)) continue;
+          return false;
+        }
     }
     return true;
   }
-  void wait(ChainPiece& piece) { waiting_.push_back(&piece); }
+  void wait(ChainPiece& piece) {
+    piece.carries = !waiting_.empty() && carry(*waiting_.back(), piece);
+    const UnitRegion& out = piece.regions[0];
+    for (ChainPiece* p : waiting_)
+      if (!unit_compatible(out, p->regions[0])) {
+        p->unwritten = p->regions[0].bytes & out.bytes;
+        p->writer.leave_unwritten(p->unwritten.begin - p->regions[0].bytes.begin,
+                                  p->unwritten.end - p->regions[0].bytes.begin);
+      }
+    waiting_.push_back(&piece);
+  }
   void run() {
     if (waiting_.empty()) return;
     const auto began = std::chrono::steady_clock::now();
@@ -724,8 +789,17 @@ class UnitChain {
     } release{*this};
     if (time_.first_layer_number == 0) time_.first_layer_number = waiting_.front()->layer_number;
     time_.layer_number = waiting_.back()->layer_number;
+    mark_unread_outputs();
+    for (const ChainPiece* p : waiting_) {
+      const std::uint64_t bit =
+          static_cast<std::uint64_t>(p->layer_number - time_.first_layer_number);
+      if (bit >= 64) continue;
+      if (p->carries) time_.carried |= std::uint64_t{1} << bit;
+      if (p->output_unread) time_.unwritten |= std::uint64_t{1} << bit;
+    }
     auto unit = [this](std::uint64_t u) {
-      for (const ChainPiece* p : waiting_) p->units.run(u);
+      for (const ChainPiece* p : waiting_)
+        p->units.run(u, {.onto_tile = p->carries, .hand_over = !p->output_unread});
     };
     parallel_for(waiting_.front()->units.count(), std::ref(unit));  // std::ref: no allocation
     time_.seconds +=
@@ -735,6 +809,47 @@ class UnitChain {
   void set_instructions(Region r) { instructions_ = r; }
 
  private:
+  // A piece's output need not be written when a later piece writes the same region and every
+  // piece up to that one reads it only as carried sums (the next one) or not at all: the later
+  // piece's unit u overwrites the same bytes, unit by unit, and what read them before took the
+  // sums from the tile. (A piece's setup reads nothing a waiting piece writes; a waiting piece's
+  // output is not dispatched.) The stem: piece 1's sums go to piece 2 in the tile, piece 3
+  // writes its region.
+  // The part of waiting piece p's output that a joining output `written` covers, when p can
+  // leave it unwritten: whole words of p's layout, and no other part already left.
+  static bool overwritten_part(const ChainPiece& p, const Region& written) {
+    const Region part = p.regions[0].bytes & written;
+    const std::uint64_t word = p.writer.word_bytes();
+    return (p.unwritten.empty() || p.unwritten == part) &&
+           (part.begin - p.regions[0].bytes.begin) % word == 0 &&
+           ((part.end - p.regions[0].bytes.begin) % word == 0 ||
+            part.end == p.regions[0].bytes.end);
+  }
+  // And the int32 outputs no piece reads back are streamed past the cache, when too large for
+  // a later layer to find them there (a stem's are 3.2 MB).
+  static constexpr std::uint64_t kStreamedOutputBytes = 1 << 20;
+  void mark_unread_outputs() {
+    for (std::size_t i = 0; i < waiting_.size(); ++i) {
+      ChainPiece& p = *waiting_[i];
+      const Region out = p.regions[0].bytes;
+      p.output_unread = false;
+      bool read_back = false;
+      for (std::size_t j = i + 1; j < waiting_.size(); ++j) {
+        const ChainPiece& q = *waiting_[j];
+        if (q.regions[1].bytes.overlaps(out) && !(j == i + 1 && q.carries)) {
+          read_back = true;
+          break;
+        }
+        if (q.regions[0].bytes.overlaps(out)) {
+          p.output_unread = q.regions[0].bytes == out;
+          break;
+        }
+      }
+      p.writer.stream_output(!read_back && p.regions[0].wide &&
+                             out.end - out.begin >= kStreamedOutputBytes);
+    }
+  }
+
   std::vector<std::unique_ptr<ChainPiece>> pool_;  // stable addresses: writers are pointed at
   std::vector<ChainPiece*> waiting_;
   Region instructions_;
@@ -961,6 +1076,7 @@ BlockTiming run_conv(LayerContext& ctx) {
                        : Region{},
                    true, false}};
     piece->layer_number = ctx.layer_number;
+    piece->channels = g.kn;
     piece->weights = weights_entry;
     if (chain->waiting() && !chain->may_join(*piece)) chain->run();
     // It waits to join a chain, or to start one when its output is int32 partial sums (which

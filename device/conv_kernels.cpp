@@ -746,7 +746,9 @@ void run_gemm_units(const GemmPlan& plan) {
   parallel_for(plan.p_units * plan.shape.k_units, std::ref(unit));
 }
 
-void run_gemm_unit(const GemmPlan& plan, std::uint64_t u) {
+void run_gemm_unit(const GemmPlan& plan, std::uint64_t u, UnitRun how) {
+  if (how.onto_tile && plan.snapshot)
+    fail("dense_conv: a work unit with a snapshot cannot add its sums to another unit's");
   const GemmOperands& op = plan.op;
   const std::uint64_t k_units = plan.shape.k_units, unit_pixels = plan.shape.unit_pixels;
   const std::uint64_t pixels = plan.shape.pixels, ow = plan.ow, kn_padded = plan.kn_padded;
@@ -781,9 +783,10 @@ void run_gemm_unit(const GemmPlan& plan, std::uint64_t u) {
                plan.snapshot + (from - plan.snapshot_from) * pixels + p0, pixels);
       run(plan.split_steps, op.steps, true);
     } else {
-      run(0, op.steps, false);
+      run(0, op.steps, how.onto_tile);
     }
   }
+  if (!how.hand_over) return;
   if (plan.sink.fn)
     plan.sink.fn(plan.sink.ctx, y.data(), kGemmK, p0, n, k0, k_end - k0);
   else

@@ -447,8 +447,13 @@ struct GemmPlan {
   std::uint64_t p_units = 0, ow = 0, wq = 0, kn_padded = 0;
   std::uint64_t snapshot_from = 0, split_steps = 0, per_call = 0;
 };
+// How a work unit starts and ends (GemmUnits::run).
+struct UnitRun {
+  bool onto_tile = false;  // add the sums to the tile the thread's last unit left
+  bool hand_over = true;   // false: no sink call (and no acc rows)
+};
 // Work unit u: its sums, then its sink call (or its acc rows).
-void run_gemm_unit(const GemmPlan& plan, std::uint64_t u);
+void run_gemm_unit(const GemmPlan& plan, std::uint64_t u, UnitRun how = {});
 // Every work unit, spread over parallel_for's workers.
 void run_gemm_units(const GemmPlan& plan);
 
@@ -478,7 +483,10 @@ struct GemmUnits {
 
   const detail::GemmUnitShape& shape() const { return plan.shape; }
   std::uint64_t count() const { return plan.p_units * plan.shape.k_units; }
-  void run(std::uint64_t u) const { detail::run_gemm_unit(plan, u); }
+  // Unit u. A chain may carry sums from piece to piece: `how.onto_tile` adds this piece's to
+  // those the thread's previous unit left in its tile (the same unit of the previous piece, of
+  // the same shape(); never with a snapshot); `how.hand_over` false leaves them there unwritten.
+  void run(std::uint64_t u, detail::UnitRun how = {}) const { detail::run_gemm_unit(plan, u, how); }
   void run_all() const { detail::run_gemm_units(plan); }
 };
 

@@ -358,6 +358,9 @@ void Device::run_program() {
       if (done.layer_number < t.first_layer_number) break;
       if (done.layer_number > t.layer_number) continue;
       done.chained = t.first_layer_number != t.layer_number;
+      const int bit = done.layer_number - t.first_layer_number;
+      done.carried = bit < 64 && (t.carried >> bit & 1);
+      done.output_unwritten = bit < 64 && (t.unwritten >> bit & 1);
       if (done.layer_number == t.layer_number) done.model_seconds += t.seconds;
     }
     return t.seconds;

@@ -67,6 +67,11 @@ struct LayerStats {
   // the last also the units of all.
   double model_seconds = 0;
   bool chained = false;  // its work units ran unit by unit with its neighbours' (block.h UnitChain)
+  // Chained, and took the previous piece's sums from the work unit's tile, not from DRAM.
+  bool carried = false;
+  // Chained, and its output words were not written: a later piece wrote the same words, and
+  // nothing read them in between (the next piece carried the sums).
+  bool output_unwritten = false;
 };
 
 struct RunStats {

@@ -347,7 +347,9 @@ namespace {
 // OpWidth 1 and 4, the int32 bias pass-through), with and without accumulants, random and extreme
 // sums (INT32 min/max), several shapes (pixels not a multiple of 4 or 64, channels not of 8 or
 // 64; 7x7, 14x14, 56x56), output regions across page boundaries. Where the writer does not apply
-// (a kind without a vector path, a misaligned address, the scalar level) ready() is false.
+// (a kind without a vector path, a misaligned address, the scalar level) ready() is false. The
+// unit chains' forms, streamed stores and a part of the words left unwritten, give the same
+// bytes, the part left holding the old ones.
 TEST(TailRowWriter, EveryPieceEqualsTheDefinition) {
   struct Case {
     const char* name;
@@ -401,34 +403,56 @@ TEST(TailRowWriter, EveryPieceEqualsTheDefinition) {
             ASSERT_EQ(writer.ready(), vector && (k.width == 1 || misalign == 0))
                 << "path " << cpu::name(isa);
             if (!writer.ready()) continue;
-            for (const unsigned threads : {1u, 2u, 3u}) {
-              SCOPED_TRACE(fmt::format("path {} threads {}", cpu::name(isa), threads));
-              dram.fill(addr, out_bytes, 0xAA, "old contents");
-              const TailPipeline::RowWriter w =
-                  tail.row_writer(ctx, layout, accumulants ? &acc_at : nullptr, isa);
-              set_thread_count(threads);
-              parallel_for(n_units * k_units, [&](std::uint64_t u) {
-                const std::uint64_t p0 = u / k_units * 64, k0 = u % k_units * 64;
-                const std::uint64_t n = std::min<std::uint64_t>(64, pixels - p0);
-                const std::uint64_t kc = std::min<std::uint64_t>(64, channels - k0);
-                // Rows as a unit holds them: lanes past the last channel hold junk.
-                std::vector<std::int32_t> y(64 * 64, 0x5a5a5a5a);
-                for (std::uint64_t i = 0; i < n; ++i)
-                  for (std::uint64_t c = 0; c < kc; ++c)
-                    y[i * 64 + c] = acc[(k0 + c) * pixels + p0 + i];
-                w.write(y.data(), 64, p0, n, k0, kc);
-              });
-              set_thread_count(0);
-              const Bytes raw = dram.read(addr, out_bytes, "check");
-              expect_words(raw, layout, k.width,
-                           [&](std::uint64_t c, std::uint64_t p, std::uint64_t at) {
-                             std::int32_t v = acc[c * pixels + p];
-                             if (accumulants) v = wrap_add(v, setup.accum[at]);
-                             return k.quant ? definition(v, setup.bias[c], setup.scale, setup.shift,
+            // The chain's forms (device/conv.cpp): plain, streamed stores, the middle third of
+            // the words left unwritten. Both latter must give the plain bytes, the old ones in
+            // the words left.
+            enum class Mode { kPlain, kStreamed, kPartLeft };
+            const std::uint64_t word_bytes = 32 * k.width, words = out_bytes / word_bytes;
+            const std::uint64_t left_begin = words / 3 * word_bytes;
+            const std::uint64_t left_end = 2 * words / 3 * word_bytes;
+            Bytes plain;
+            for (const unsigned threads : {1u, 2u, 3u})
+              for (const Mode mode : {Mode::kPlain, Mode::kStreamed, Mode::kPartLeft}) {
+                SCOPED_TRACE(fmt::format("path {} threads {} mode {}", cpu::name(isa), threads,
+                                         static_cast<int>(mode)));
+                dram.fill(addr, out_bytes, 0xAA, "old contents");
+                TailPipeline::RowWriter w =
+                    tail.row_writer(ctx, layout, accumulants ? &acc_at : nullptr, isa);
+                ASSERT_EQ(w.word_bytes(), word_bytes);
+                if (mode == Mode::kStreamed) w.stream_output(true);
+                if (mode == Mode::kPartLeft) w.leave_unwritten(left_begin, left_end);
+                set_thread_count(threads);
+                parallel_for(n_units * k_units, [&](std::uint64_t u) {
+                  const std::uint64_t p0 = u / k_units * 64, k0 = u % k_units * 64;
+                  const std::uint64_t n = std::min<std::uint64_t>(64, pixels - p0);
+                  const std::uint64_t kc = std::min<std::uint64_t>(64, channels - k0);
+                  // Rows as a unit holds them: lanes past the last channel hold junk.
+                  std::vector<std::int32_t> y(64 * 64, 0x5a5a5a5a);
+                  for (std::uint64_t i = 0; i < n; ++i)
+                    for (std::uint64_t c = 0; c < kc; ++c)
+                      y[i * 64 + c] = acc[(k0 + c) * pixels + p0 + i];
+                  w.write(y.data(), 64, p0, n, k0, kc);
+                });
+                set_thread_count(0);
+                const Bytes raw = dram.read(addr, out_bytes, "check");
+                if (mode == Mode::kPlain) {
+                  expect_words(raw, layout, k.width,
+                               [&](std::uint64_t c, std::uint64_t p, std::uint64_t at) {
+                                 std::int32_t v = acc[c * pixels + p];
+                                 if (accumulants) v = wrap_add(v, setup.accum[at]);
+                                 return k.quant
+                                            ? definition(v, setup.bias[c], setup.scale, setup.shift,
                                                          0, k.act, TailSetup::kClip)
                                             : wrap_add(v, setup.bias[c]);
-                           });
-            }
+                               });
+                  plain = raw;
+                  continue;
+                }
+                for (std::uint64_t b = 0; b < out_bytes; ++b) {
+                  const bool left = mode == Mode::kPartLeft && b >= left_begin && b < left_end;
+                  ASSERT_EQ(raw[b], left ? 0xAA : plain[b]) << "byte " << b;
+                }
+              }
           }
         }
 }

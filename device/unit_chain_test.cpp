@@ -4,7 +4,8 @@
 // every error must be the same; the resnet-like chain is also checked against plain NCHW loops
 // (device/test_programs.h). The variants put each access the chain must respect in the way: a
 // piece's input, weights or bias in a waiting piece's output, a dispatch, an output over waiting
-// partial sums at another offset, a throw in the middle, and the thread count.
+// partial sums at another offset, a throw in the middle, and the thread count; and they check
+// when a piece may take the previous piece's sums from the tile (carried), every bias with them.
 #include "common/parallel.h"
 #include "common/test_support/alloc_counter.h"
 #include "device/conv_kernels.h"
@@ -112,11 +113,13 @@ Outcome expect_same_bytes(const Program& p, const std::string& what) {
   return on;
 }
 
-std::vector<bool> chained(const Outcome& o) {
+// One flag of every layer's stats.
+std::vector<bool> flags(const Outcome& o, bool LayerStats::*flag) {
   std::vector<bool> v;
-  for (const LayerStats& l : o.layers) v.push_back(l.chained);
+  for (const LayerStats& l : o.layers) v.push_back(l.*flag);
   return v;
 }
+std::vector<bool> chained(const Outcome& o) { return flags(o, &LayerStats::chained); }
 
 // Whether this CPU's level has the row writer the chains need (not the scalar level).
 bool chains_possible() { return conv_kernels::has_dense_conv_rows(); }
@@ -129,20 +132,62 @@ std::vector<Piece> stem_pieces() {
           {piece(14, false, true), kRegion2, kRegion1}};
 }
 
-TEST(UnitChain, AStemLikeSplitEqualsTheLoopsAndChainsItsInt32Pieces) {
-  const std::vector<Piece> pieces = stem_pieces();
-  const Outcome on = expect_same_bytes(assemble(pieces), "stem");
-  ASSERT_TRUE(on.error.empty()) << on.error;
-  // Plain loops: each piece adds its sums to the previous piece's.
+// The stem pattern's bytes with and without chains, and its int8 output (at R2) against plain
+// loops, each piece adding its sums to the previous piece's. Returns the chained run.
+Outcome expect_stem_equals_loops(const std::vector<Piece>& pieces, const std::string& what) {
+  const Outcome on = expect_same_bytes(assemble(pieces), what);
+  EXPECT_TRUE(on.error.empty()) << what << ": " << on.error;
   std::vector<std::int32_t> sums = ref_conv(pieces[0].spec);
   for (std::size_t i = 1; i < pieces.size(); ++i) sums = ref_conv(pieces[i].spec, &sums);
   const ConvSpec& last = pieces.back().spec;
   const std::uint64_t out_bytes = up(last.kn, 8) * up(last.out_pixels(), 4);
   const Bytes out(on.dram.begin() + kRegion2, on.dram.begin() + kRegion2 + out_bytes);
-  EXPECT_EQ(unpack_activation(kArch, last.kn, last.out_pixels(), out), sums);
-  // Pieces 1-3 ran unit by unit; the last writes int8 words over the region piece 3 reads at
-  // other units' offsets, so it runs after them.
-  if (chains_possible()) EXPECT_EQ(chained(on), (std::vector<bool>{true, true, true, false}));
+  EXPECT_EQ(unpack_activation(kArch, last.kn, last.out_pixels(), out), sums) << what;
+  return on;
+}
+
+TEST(UnitChain, AStemLikeSplitEqualsTheLoopsAndCarriesItsSumsInTheTile) {
+  const Outcome on = expect_stem_equals_loops(stem_pieces(), "stem");
+  if (!chains_possible()) return;
+  // All four run unit by unit. Pieces 2-4 add their sums to the previous piece's in the work
+  // unit's tile instead of reading its words back. Piece 1's words were not written: piece 2
+  // took its sums from the tile and piece 3 wrote the same words. Piece 4 writes int8 words over
+  // R2's start, other units' words of piece 2, which piece 2 left unwritten (nothing reads them:
+  // piece 3 carried piece 2's sums).
+  EXPECT_EQ(chained(on), (std::vector<bool>{true, true, true, true}));
+  EXPECT_EQ(flags(on, &LayerStats::carried), (std::vector<bool>{false, true, true, true}));
+  EXPECT_EQ(flags(on, &LayerStats::output_unwritten),
+            (std::vector<bool>{true, false, false, false}));
+}
+
+TEST(UnitChain, CarriedSumsTakeEveryPiecesBias) {
+  // Each piece's bias (32-bit wrapping sums of them), or some pieces' only.
+  std::vector<Piece> pieces = stem_pieces();
+  for (Piece& p : pieces) p.spec.bias_en = true;
+  Outcome on = expect_stem_equals_loops(pieces, "every piece biased");
+  if (chains_possible())
+    EXPECT_EQ(flags(on, &LayerStats::carried), (std::vector<bool>{false, true, true, true}));
+  pieces = stem_pieces();
+  pieces[0].spec.bias_en = false;
+  pieces[2].spec.bias_en = true;
+  for (std::int32_t& b : pieces[2].spec.bias) b = b % 2 ? 2147480000 : -2147480000;  // wraps
+  on = expect_stem_equals_loops(pieces, "piece 3 biased alone");
+  if (chains_possible())
+    EXPECT_EQ(flags(on, &LayerStats::carried), (std::vector<bool>{false, true, true, true}));
+}
+
+TEST(UnitChain, ANonBiasTailIsReadBackNotCarried) {
+  // Piece 1 quantizes its int32 output (QuantEn 1, OpWidth 4): its words are not its sums plus
+  // bias, so piece 2 reads them from DRAM, and then piece 2's words are not its tile either.
+  std::vector<Piece> pieces = stem_pieces();
+  pieces[0].spec.quant_en = true;
+  const Outcome on = expect_stem_equals_loops(pieces, "quantized int32 piece");
+  if (!chains_possible()) return;
+  EXPECT_EQ(flags(on, &LayerStats::carried), (std::vector<bool>{false, false, false, false}));
+  EXPECT_EQ(flags(on, &LayerStats::output_unwritten),
+            (std::vector<bool>{false, false, false, false}));
+  // Piece 4's int8 words over R2, which piece 3 reads, keep it out of the chain.
+  EXPECT_EQ(chained(on), (std::vector<bool>{true, true, true, false}));
 }
 
 TEST(UnitChain, APieceReadingAWaitingOutputRunsAfterIt) {
@@ -176,15 +221,31 @@ TEST(UnitChain, APieceReadingAWaitingOutputRunsAfterIt) {
                     "bias in a waiting output");
 }
 
-TEST(UnitChain, AnOutputOverWaitingSumsAtAnotherOffsetRunsAfterThem) {
+TEST(UnitChain, AnOutputOverWaitingSumsAtAnotherOffsetJoinsOnlyWhenNothingReadsThem) {
   // Piece 3 writes R1 shifted by one 128-byte word: unit u's words there are other units' in
-  // the regions pieces 1 and 2 use.
+  // the region piece 1 writes. Piece 2 carries piece 1's sums, so nothing reads those words:
+  // piece 1 leaves them unwritten and piece 3 joins.
   std::vector<Piece> pieces = stem_pieces();
   pieces[2].out_addr = kRegion1 + 128;
   pieces[3].acc_addr = kRegion1 + 128;
-  const Outcome on = expect_same_bytes(assemble(pieces), "shifted output");
+  Outcome on = expect_same_bytes(assemble(pieces), "shifted output");
+  if (chains_possible()) EXPECT_EQ(chained(on), (std::vector<bool>{true, true, true, true}));
+  // Piece 1 quantized: piece 2 reads R1 from DRAM, so piece 3 runs after pieces 1 and 2.
+  pieces[0].spec.quant_en = true;
+  on = expect_same_bytes(assemble(pieces), "shifted output over words read");
   if (chains_possible()) EXPECT_EQ(chained(on), (std::vector<bool>{true, true, false, false}));
-  // The same with piece 2 reading a region piece 1 writes at another offset.
+  // Piece 4's int8 words one 32-byte word into R2: the part of piece 2's output they cover is
+  // not whole 128-byte words of it, which piece 2 cannot leave out, so piece 4 runs after.
+  // The same where it covers piece 2's last 96 bytes (and goes on past them).
+  pieces = stem_pieces();
+  pieces[3].out_addr = kRegion2 + 32;
+  on = expect_same_bytes(assemble(pieces), "int8 output off piece 2's words");
+  if (chains_possible()) EXPECT_EQ(chained(on), (std::vector<bool>{true, true, true, false}));
+  const ConvSpec& s2 = pieces[1].spec;
+  pieces[3].out_addr = kRegion2 + static_cast<std::uint32_t>(4 * s2.kn * s2.out_pixels() - 96);
+  on = expect_same_bytes(assemble(pieces), "int8 output over piece 2's last 96 bytes");
+  if (chains_possible()) EXPECT_EQ(chained(on), (std::vector<bool>{true, true, true, false}));
+  // Piece 2 reading a region piece 1 writes at another offset.
   pieces = stem_pieces();
   pieces[1].acc_addr = kRegion1 + 128;
   expect_same_bytes(assemble(pieces), "shifted accumulants");
