@@ -809,12 +809,6 @@ class UnitChain {
   void set_instructions(Region r) { instructions_ = r; }
 
  private:
-  // A piece's output need not be written when a later piece writes the same region and every
-  // piece up to that one reads it only as carried sums (the next one) or not at all: the later
-  // piece's unit u overwrites the same bytes, unit by unit, and what read them before took the
-  // sums from the tile. (A piece's setup reads nothing a waiting piece writes; a waiting piece's
-  // output is not dispatched.) The stem: piece 1's sums go to piece 2 in the tile, piece 3
-  // writes its region.
   // The part of waiting piece p's output that a joining output `written` covers, when p can
   // leave it unwritten: whole words of p's layout, and no other part already left.
   static bool overwritten_part(const ChainPiece& p, const Region& written) {
@@ -825,9 +819,15 @@ class UnitChain {
            ((part.end - p.regions[0].bytes.begin) % word == 0 ||
             part.end == p.regions[0].bytes.end);
   }
-  // And the int32 outputs no piece reads back are streamed past the cache, when too large for
-  // a later layer to find them there (a stem's are 3.2 MB).
+  // The int32 outputs no piece reads back are streamed past the cache, when too large for a
+  // later layer to find them there (a stem's are 3.2 MB).
   static constexpr std::uint64_t kStreamedOutputBytes = 1 << 20;
+  // A piece's output need not be written when a later piece writes the same region and every
+  // piece up to that one reads it only as carried sums (the next one) or not at all: the later
+  // piece's unit u overwrites the same bytes, unit by unit, and what read them before took the
+  // sums from the tile. (A piece's setup reads nothing a waiting piece writes; a waiting piece's
+  // output is not dispatched.) The stem: piece 1's sums go to piece 2 in the tile, piece 3
+  // writes its region. Also marks which outputs are streamed (kStreamedOutputBytes).
   void mark_unread_outputs() {
     for (std::size_t i = 0; i < waiting_.size(); ++i) {
       ChainPiece& p = *waiting_[i];
