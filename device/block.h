@@ -37,6 +37,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace npukit::device {
@@ -391,6 +392,10 @@ class TailPipeline {
     // unwritten: a later piece of the chain overwrites them before anything reads them.
     void leave_unwritten(std::uint64_t begin, std::uint64_t end) {
       skip_begin_ = begin / word_bytes(), skip_end_ = end / word_bytes();
+    }
+    // The bytes left unwritten, [begin, end) of the region (begin == end: none).
+    std::pair<std::uint64_t, std::uint64_t> unwritten() const {
+      return {skip_begin_ * word_bytes(), skip_end_ * word_bytes()};
     }
 
    private:

@@ -646,7 +646,6 @@ struct Region {  // [begin, end) in DRAM; empty when begin == end
   Region operator&(const Region& o) const {
     return overlaps(o) ? Region{std::max(begin, o.begin), std::min(end, o.end)} : Region{};
   }
-  bool empty() const { return begin >= end; }
   bool operator==(const Region&) const = default;
 };
 
@@ -679,9 +678,6 @@ struct ChainPiece {
   // tile (its writer then adds carried_bias, both pieces' bias).
   bool carries = false;
   std::vector<std::int32_t> carried_bias;
-  // Set when a later piece joins: the part of its output that piece overwrites (at other
-  // units' offsets), which it leaves unwritten.
-  Region unwritten;
   // Set when the chain runs: no later access can tell whether its output was written.
   bool output_unread = false;
 
@@ -689,7 +685,6 @@ struct ChainPiece {
     tail.reset();  // its bias storage goes back to the thread's spare
     weights.reset();
     in_use = carries = output_unread = false;
-    unwritten = {};
   }
 };
 
@@ -770,10 +765,10 @@ class UnitChain {
     piece.carries = !waiting_.empty() && carry(*waiting_.back(), piece);
     const UnitRegion& out = piece.regions[0];
     for (ChainPiece* p : waiting_)
-      if (!unit_compatible(out, p->regions[0])) {
-        p->unwritten = p->regions[0].bytes & out.bytes;
-        p->writer.leave_unwritten(p->unwritten.begin - p->regions[0].bytes.begin,
-                                  p->unwritten.end - p->regions[0].bytes.begin);
+      if (!unit_compatible(out, p->regions[0])) {  // the part overwritten_part allowed
+        const Region part = p->regions[0].bytes & out.bytes;
+        p->writer.leave_unwritten(part.begin - p->regions[0].bytes.begin,
+                                  part.end - p->regions[0].bytes.begin);
       }
     waiting_.push_back(&piece);
   }
@@ -812,12 +807,13 @@ class UnitChain {
   // The part of waiting piece p's output that a joining output `written` covers, when p can
   // leave it unwritten: whole words of p's layout, and no other part already left.
   static bool overwritten_part(const ChainPiece& p, const Region& written) {
-    const Region part = p.regions[0].bytes & written;
+    const Region out = p.regions[0].bytes, part = out & written;
     const std::uint64_t word = p.writer.word_bytes();
-    return (p.unwritten.empty() || p.unwritten == part) &&
-           (part.begin - p.regions[0].bytes.begin) % word == 0 &&
-           ((part.end - p.regions[0].bytes.begin) % word == 0 ||
-            part.end == p.regions[0].bytes.end);
+    const auto [left_begin, left_end] = p.writer.unwritten();
+    return (left_begin == left_end ||
+            (left_begin == part.begin - out.begin && left_end == part.end - out.begin)) &&
+           (part.begin - out.begin) % word == 0 &&
+           ((part.end - out.begin) % word == 0 || part.end == out.end);
   }
   // The int32 outputs no piece reads back are streamed past the cache, when too large for a
   // later layer to find them there (a stem's are 3.2 MB).
