@@ -126,10 +126,10 @@ bool chains_possible() { return conv_kernels::has_dense_conv_rows(); }
 
 // The resnet stem's pattern: 1 -> R1, 2: R1 -> R2, 3: R2 -> R1, 4: R1 -> int8 over R2's start.
 std::vector<Piece> stem_pieces() {
-  return {{piece(11, true, false), kRegion1, 0},
-          {piece(12, false, false), kRegion2, kRegion1},
-          {piece(13, false, false), kRegion1, kRegion2},
-          {piece(14, false, true), kRegion2, kRegion1}};
+  return {{piece(11, true, false), kRegion1, 0, std::nullopt},
+          {piece(12, false, false), kRegion2, kRegion1, std::nullopt},
+          {piece(13, false, false), kRegion1, kRegion2, std::nullopt},
+          {piece(14, false, true), kRegion2, kRegion1, std::nullopt}};
 }
 
 // The stem pattern's bytes with and without chains, and its int8 output (at R2) against plain
@@ -165,15 +165,17 @@ TEST(UnitChain, CarriedSumsTakeEveryPiecesBias) {
   std::vector<Piece> pieces = stem_pieces();
   for (Piece& p : pieces) p.spec.bias_en = true;
   Outcome on = expect_stem_equals_loops(pieces, "every piece biased");
-  if (chains_possible())
+  if (chains_possible()) {
     EXPECT_EQ(flags(on, &LayerStats::carried), (std::vector<bool>{false, true, true, true}));
+  }
   pieces = stem_pieces();
   pieces[0].spec.bias_en = false;
   pieces[2].spec.bias_en = true;
   for (std::int32_t& b : pieces[2].spec.bias) b = b % 2 ? 2147480000 : -2147480000;  // wraps
   on = expect_stem_equals_loops(pieces, "piece 3 biased alone");
-  if (chains_possible())
+  if (chains_possible()) {
     EXPECT_EQ(flags(on, &LayerStats::carried), (std::vector<bool>{false, true, true, true}));
+  }
 }
 
 TEST(UnitChain, ANonBiasTailIsReadBackNotCarried) {
@@ -229,22 +231,30 @@ TEST(UnitChain, AnOutputOverWaitingSumsAtAnotherOffsetJoinsOnlyWhenNothingReadsT
   pieces[2].out_addr = kRegion1 + 128;
   pieces[3].acc_addr = kRegion1 + 128;
   Outcome on = expect_same_bytes(assemble(pieces), "shifted output");
-  if (chains_possible()) EXPECT_EQ(chained(on), (std::vector<bool>{true, true, true, true}));
+  if (chains_possible()) {
+    EXPECT_EQ(chained(on), (std::vector<bool>{true, true, true, true}));
+  }
   // Piece 1 quantized: piece 2 reads R1 from DRAM, so piece 3 runs after pieces 1 and 2.
   pieces[0].spec.quant_en = true;
   on = expect_same_bytes(assemble(pieces), "shifted output over words read");
-  if (chains_possible()) EXPECT_EQ(chained(on), (std::vector<bool>{true, true, false, false}));
+  if (chains_possible()) {
+    EXPECT_EQ(chained(on), (std::vector<bool>{true, true, false, false}));
+  }
   // Piece 4's int8 words one 32-byte word into R2: the part of piece 2's output they cover is
   // not whole 128-byte words of it, which piece 2 cannot leave out, so piece 4 runs after.
   // The same where it covers piece 2's last 96 bytes (and goes on past them).
   pieces = stem_pieces();
   pieces[3].out_addr = kRegion2 + 32;
   on = expect_same_bytes(assemble(pieces), "int8 output off piece 2's words");
-  if (chains_possible()) EXPECT_EQ(chained(on), (std::vector<bool>{true, true, true, false}));
+  if (chains_possible()) {
+    EXPECT_EQ(chained(on), (std::vector<bool>{true, true, true, false}));
+  }
   const ConvSpec& s2 = pieces[1].spec;
   pieces[3].out_addr = kRegion2 + static_cast<std::uint32_t>(4 * s2.kn * s2.out_pixels() - 96);
   on = expect_same_bytes(assemble(pieces), "int8 output over piece 2's last 96 bytes");
-  if (chains_possible()) EXPECT_EQ(chained(on), (std::vector<bool>{true, true, true, false}));
+  if (chains_possible()) {
+    EXPECT_EQ(chained(on), (std::vector<bool>{true, true, true, false}));
+  }
   // Piece 2 reading a region piece 1 writes at another offset.
   pieces = stem_pieces();
   pieces[1].acc_addr = kRegion1 + 128;
@@ -256,7 +266,9 @@ TEST(UnitChain, ADispatchedPieceRunsAtOnce) {
   pieces[1].spec.dispatch = true;
   const Outcome on = expect_same_bytes(assemble(pieces), "dispatch");
   EXPECT_FALSE(on.dispatch.empty());
-  if (chains_possible()) EXPECT_FALSE(on.layers.at(1).chained);
+  if (chains_possible()) {
+    EXPECT_FALSE(on.layers.at(1).chained);
+  }
 }
 
 TEST(UnitChain, AThrowLeavesTheBytesOfTheLayersBeforeIt) {
@@ -298,7 +310,9 @@ TEST(UnitChain, ALaterImageAllocatesNothing) {
       test_support::count_allocations([&] { dev.receive_dwp(image); });
   set_thread_count(threads);
   EXPECT_EQ(third.calls, 0u);
-  if (chains_possible()) EXPECT_TRUE(dev.stats().layers.at(1).chained);
+  if (chains_possible()) {
+    EXPECT_TRUE(dev.stats().layers.at(1).chained);
+  }
 }
 
 }  // namespace
