@@ -19,6 +19,11 @@
 #include <bit>
 #include <cstring>
 #include <functional>
+#include <type_traits>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace npukit::device::conv_kernels {
 
@@ -27,6 +32,9 @@ struct TileTag;
 struct QuadChannelTag;
 struct WordsChannelTag;  // words_in_place's own: pack_quads calls it holding QuadChannelTag's
 struct GemmOffsetTag;
+struct StridedRunTag;  // phases_from_words' packed image rows
+// Image rows this short (or strided ones) are packed as runs and copied into the phases.
+constexpr std::uint64_t kShortRow = 16;
 
 std::uint32_t pair_word(std::int8_t lo, std::int8_t hi) {
   return static_cast<std::uint32_t>(static_cast<std::uint16_t>(std::int16_t{lo})) |
@@ -124,10 +132,28 @@ bool in_place(const DenseConv& c, const std::int64_t* ch, unsigned n, std::uint6
   return true;
 }
 
+// out[k] = from[k * s] for k < n. At stride 2 four words a time, which may read from[2 * n - 1],
+// one word past the last used.
+void gather_strided(const std::uint32_t* from, std::uint64_t s, std::uint64_t n,
+                    std::uint32_t* out) {
+  std::uint64_t k = 0;
+  if (s == 1) return static_cast<void>(std::copy_n(from, n, out));
+#if defined(__SSE2__)
+  if (s == 2)  // the even words of 8 (shufps only moves the bits)
+    for (; k + 4 <= n; k += 4) {
+      const __m128 a = _mm_loadu_ps(reinterpret_cast<const float*>(from + 2 * k));
+      const __m128 b = _mm_loadu_ps(reinterpret_cast<const float*>(from + 2 * k + 4));
+      _mm_storeu_ps(reinterpret_cast<float*>(out + k),
+                    _mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
+    }
+#endif
+  for (; k < n; ++k) out[k] = from[k * s];
+}
+
 // Fills one channel group's stored phases (phases(): slot by slot, hq x wq words each, at dst)
-// from c.words: row(p, n, out) packs image pixels p, p + s, ..., p + (n - 1) s to out; every
-// other word is 0 (padding, and phase positions past the plane). At stride 1 with no padding
-// columns (a 1x1 conv's plane) the rows go as one run. Returns false as soon as row does.
+// from c.words: row(p, n, step, out) packs image pixels p, p + step, ..., p + (n - 1) step to
+// out; every other word is 0 (padding, and phase positions past the plane). At stride 1 with no
+// padding columns (a 1x1 conv's plane) the rows go as one run. Returns false as soon as row does.
 template <typename Row>
 bool phases_from_words(const DenseConv& c, const Phases& ph, std::uint32_t* dst, Row&& row) {
   const ImageWords& im = *c.words;
@@ -144,7 +170,48 @@ bool phases_from_words(const DenseConv& c, const Phases& ph, std::uint32_t* dst,
     std::fill(dst + r1 * wq, dst + ph.phase_words, 0u);
     return r0 == r1 ||
            row(static_cast<std::uint64_t>(static_cast<std::int64_t>(r0) - top) * im.width,
-               (r1 - r0) * wq, dst + r0 * wq);
+               (r1 - r0) * wq, 1, dst + r0 * wq);
+  }
+  if (s > 1 || im.width <= kShortRow) {
+    // Strided, or short rows: the image rows that land in the plane packed as one run (one
+    // shuffle per word; a 1x1 stride-2 conv's unread odd rows too), then each phase row gathered
+    // from it. A row call per phase row cost more than the packing: 160-180 us of a 3x3
+    // stride-2 layer's setup in resnet50, where its 400 KB of input pack in about 50 (issue 13).
+    const std::int64_t y0 = std::max<std::int64_t>(0, -top);
+    const std::int64_t y1 = std::min(height, static_cast<std::int64_t>(c.padded_h) - top);
+    const std::uint64_t rows = y0 < y1 ? static_cast<std::uint64_t>(y1 - y0) : 0;
+    std::vector<std::uint32_t>& run = thread_buffer<std::uint32_t, StridedRunTag>();
+    if (run.size() < rows * im.width + 2) run.resize(rows * im.width + 2);  // gather_strided's 2
+    // A negative byte in the runs fails the packing only where a phase reads it.
+    const bool run_ok =
+        !rows || row(static_cast<std::uint64_t>(y0) * im.width, rows * im.width, 1, run.data());
+    for (std::uint64_t ry = 0; ry < s; ++ry)
+      for (std::uint64_t rx = 0; rx < s; ++rx) {
+        if (ph.slot[ry * s + rx] < 0) continue;
+        std::uint32_t* phase =
+            dst + static_cast<std::uint64_t>(ph.slot[ry * s + rx]) * ph.phase_words;
+        const auto first_at = [&](std::uint64_t col) {  // the first xq with xq * s + rx >= col
+          return std::min(wq, col > rx ? (col - rx + s - 1) / s : 0);
+        };
+        const std::uint64_t x0 = first_at(im.left), x1 = first_at(im.left + im.width);
+        for (std::uint64_t yq = 0; yq < ph.hq; ++yq) {
+          std::uint32_t* out = phase + yq * wq;
+          const std::int64_t y = static_cast<std::int64_t>(yq * s + ry) - top;
+          if (y < y0 || y >= y1 || x0 >= x1) {
+            std::fill(out, out + wq, 0u);
+            continue;
+          }
+          std::fill(out, out + x0, 0u);
+          std::fill(out + x1, out + wq, 0u);
+          const std::uint32_t* from =
+              run.data() + static_cast<std::uint64_t>(y - y0) * im.width + x0 * s + rx - im.left;
+          gather_strided(from, s, x1 - x0, out + x0);
+          if (!run_ok && std::any_of(out + x0, out + x1,
+                                     [](std::uint32_t w) { return (w & 0x80808080u) != 0; }))
+            return false;
+        }
+      }
+    return true;
   }
   for (std::uint64_t ry = 0; ry < s; ++ry)
     for (std::uint64_t rx = 0; rx < s; ++rx) {
@@ -166,7 +233,7 @@ bool phases_from_words(const DenseConv& c, const Phases& ph, std::uint32_t* dst,
         }
         std::fill(out, out + x0, 0u);
         std::fill(out + x1, out + wq, 0u);
-        if (!row(static_cast<std::uint64_t>(y) * im.width + x0 * s + rx - im.left, x1 - x0,
+        if (!row(static_cast<std::uint64_t>(y) * im.width + x0 * s + rx - im.left, x1 - x0, s,
                  out + x0))
           return false;
       }
@@ -247,11 +314,12 @@ void pack(const DenseConv& c, Packed& p, std::uint64_t tile_k, PairRow from_word
       std::uint64_t c0 = 0;
       unsigned lanes = 0;
       in_place(c, c.channels.data() + 2 * pr, 2, c0, lanes);
-      phases_from_words(c, ph, p.x.data() + pr * p.plane_words,
-                        [&](std::uint64_t at, std::uint64_t n, std::uint32_t* out) {
-                          from_words(*c.words, c0, lanes, at, n, c.stride, out);
-                          return true;
-                        });
+      phases_from_words(
+          c, ph, p.x.data() + pr * p.plane_words,
+          [&](std::uint64_t at, std::uint64_t n, std::uint64_t step, std::uint32_t* out) {
+            from_words(*c.words, c0, lanes, at, n, step, out);
+            return true;
+          });
     }
   } else {
     p.x.assign(p.pairs * p.plane_words + p.q_padded, 0);
@@ -473,11 +541,11 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
     std::uint64_t c0 = 0;
     unsigned lanes = 0;
     in_place(c, chans.data() + 4 * qd, 4, c0, lanes);
-    if (!phases_from_words(c, ph, p.x.data() + qd * p.plane_words,
-                           [&](std::uint64_t at, std::uint64_t n, std::uint32_t* out) {
-                             return from_words(*c.words, c0, lanes, at, n, c.stride, out) ||
-                                    bias != 0;
-                           }))
+    if (!phases_from_words(
+            c, ph, p.x.data() + qd * p.plane_words,
+            [&](std::uint64_t at, std::uint64_t n, std::uint64_t step, std::uint32_t* out) {
+              return from_words(*c.words, c0, lanes, at, n, step, out) || bias != 0;
+            }))
       return false;
   }
   for (std::uint64_t qd = 0; qd < p.quads && !from_words; ++qd) {
