@@ -172,46 +172,20 @@ bool phases_from_words(const DenseConv& c, const Phases& ph, std::uint32_t* dst,
            row(static_cast<std::uint64_t>(static_cast<std::int64_t>(r0) - top) * im.width,
                (r1 - r0) * wq, 1, dst + r0 * wq);
   }
-  if (s > 1 || im.width <= kShortRow) {
-    // Strided, or short rows: the image rows that land in the plane packed as one run (one
-    // shuffle per word; a 1x1 stride-2 conv's unread odd rows too), then each phase row gathered
-    // from it. A row call per phase row cost more than the packing: 160-180 us of a 3x3
-    // stride-2 layer's setup in resnet50, where its 400 KB of input pack in about 50 (issue 13).
-    const std::int64_t y0 = std::max<std::int64_t>(0, -top);
-    const std::int64_t y1 = std::min(height, static_cast<std::int64_t>(c.padded_h) - top);
-    const std::uint64_t rows = y0 < y1 ? static_cast<std::uint64_t>(y1 - y0) : 0;
-    std::vector<std::uint32_t>& run = thread_buffer<std::uint32_t, StridedRunTag>();
+  // Strided, or short rows: the image rows that land in the plane packed as one run (one shuffle
+  // per word; a 1x1 stride-2 conv's unread odd rows too), then each phase row gathered from it.
+  // A row call per phase row cost more than the packing: 160-180 us of a 3x3 stride-2 layer's
+  // setup in resnet50, where its 400 KB of input pack in about 50 (issue 13).
+  const bool from_run = s > 1 || im.width <= kShortRow;
+  const std::int64_t y0 = std::max<std::int64_t>(0, -top);
+  const std::int64_t y1 = std::min(height, static_cast<std::int64_t>(c.padded_h) - top);
+  const std::uint64_t rows = y0 < y1 ? static_cast<std::uint64_t>(y1 - y0) : 0;
+  std::vector<std::uint32_t>& run = thread_buffer<std::uint32_t, StridedRunTag>();
+  bool run_ok = true;  // a negative byte in the run fails the packing only where a phase reads it
+  if (from_run) {
     if (run.size() < rows * im.width + 2) run.resize(rows * im.width + 2);  // gather_strided's 2
-    // A negative byte in the runs fails the packing only where a phase reads it.
-    const bool run_ok =
+    run_ok =
         !rows || row(static_cast<std::uint64_t>(y0) * im.width, rows * im.width, 1, run.data());
-    for (std::uint64_t ry = 0; ry < s; ++ry)
-      for (std::uint64_t rx = 0; rx < s; ++rx) {
-        if (ph.slot[ry * s + rx] < 0) continue;
-        std::uint32_t* phase =
-            dst + static_cast<std::uint64_t>(ph.slot[ry * s + rx]) * ph.phase_words;
-        const auto first_at = [&](std::uint64_t col) {  // the first xq with xq * s + rx >= col
-          return std::min(wq, col > rx ? (col - rx + s - 1) / s : 0);
-        };
-        const std::uint64_t x0 = first_at(im.left), x1 = first_at(im.left + im.width);
-        for (std::uint64_t yq = 0; yq < ph.hq; ++yq) {
-          std::uint32_t* out = phase + yq * wq;
-          const std::int64_t y = static_cast<std::int64_t>(yq * s + ry) - top;
-          if (y < y0 || y >= y1 || x0 >= x1) {
-            std::fill(out, out + wq, 0u);
-            continue;
-          }
-          std::fill(out, out + x0, 0u);
-          std::fill(out + x1, out + wq, 0u);
-          const std::uint32_t* from =
-              run.data() + static_cast<std::uint64_t>(y - y0) * im.width + x0 * s + rx - im.left;
-          gather_strided(from, s, x1 - x0, out + x0);
-          if (!run_ok && std::any_of(out + x0, out + x1,
-                                     [](std::uint32_t w) { return (w & 0x80808080u) != 0; }))
-            return false;
-        }
-      }
-    return true;
   }
   for (std::uint64_t ry = 0; ry < s; ++ry)
     for (std::uint64_t rx = 0; rx < s; ++rx) {
@@ -225,16 +199,22 @@ bool phases_from_words(const DenseConv& c, const Phases& ph, std::uint32_t* dst,
       const std::uint64_t x0 = first_at(im.left), x1 = first_at(im.left + im.width);
       for (std::uint64_t yq = 0; yq < ph.hq; ++yq) {
         std::uint32_t* out = phase + yq * wq;
-        const std::uint64_t r = yq * s + ry;
-        const std::int64_t y = static_cast<std::int64_t>(r) - top;
-        if (r >= c.padded_h || y < 0 || y >= height || x0 >= x1) {
+        const std::int64_t y = static_cast<std::int64_t>(yq * s + ry) - top;
+        if (y < y0 || y >= y1 || x0 >= x1) {  // a row of padding, or past the plane
           std::fill(out, out + wq, 0u);
           continue;
         }
         std::fill(out, out + x0, 0u);
         std::fill(out + x1, out + wq, 0u);
-        if (!row(static_cast<std::uint64_t>(y) * im.width + x0 * s + rx - im.left, x1 - x0, s,
-                 out + x0))
+        const std::uint64_t at = static_cast<std::uint64_t>(y) * im.width + x0 * s + rx - im.left;
+        if (!from_run) {
+          if (!row(at, x1 - x0, s, out + x0)) return false;
+          continue;
+        }
+        gather_strided(run.data() + at - static_cast<std::uint64_t>(y0) * im.width, s, x1 - x0,
+                       out + x0);
+        if (!run_ok &&
+            std::any_of(out + x0, out + x1, [](std::uint32_t w) { return (w & 0x80808080u) != 0; }))
           return false;
       }
     }
