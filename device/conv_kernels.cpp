@@ -183,7 +183,8 @@ bool phases_from_words(const DenseConv& c, const Phases& ph, std::uint32_t* dst,
   std::vector<std::uint32_t>& run = thread_buffer<std::uint32_t, StridedRunTag>();
   bool run_ok = true;  // a negative byte in the run fails the packing only where a phase reads it
   if (from_run) {
-    if (run.size() < rows * im.width + 2) run.resize(rows * im.width + 2);  // gather_strided's 2
+    // Slack past the run: gather_strided may read a word past the last it uses.
+    if (run.size() < rows * im.width + 2) run.resize(rows * im.width + 2);
     run_ok =
         !rows || row(static_cast<std::uint64_t>(y0) * im.width, rows * im.width, 1, run.data());
   }
