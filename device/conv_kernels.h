@@ -354,6 +354,12 @@ bool inputs_nonnegative(const DenseConv& conv);
 // [kn_padded / 8][groups][taps][8].
 constexpr std::uint64_t kGemmK = 64;       // output channels per work unit (y row)
 constexpr std::uint64_t kGemmPixels = 64;  // output pixels per work unit, at most
+// The u8 quad tiles of a work unit with at least twice this many steps sum them in chunks of
+// about this many (GemmPlan::chunk_steps): every channel group's tiles over the first chunk, then
+// over the next, so a chunk's inputs (64 pixels x 128 words, 32 KB) stay in the cache for all its
+// groups instead of each group streaming the unit's whole inputs (resnet50's 1x1 convs over
+// 2048 channels at 7x7 held 100 KB of inputs and 128 KB of weights a unit).
+constexpr std::uint64_t kGemmChunkSteps = 128;
 struct GemmOperands {
   const std::uint32_t* x = nullptr;  // the packed words (Packed::x or PackedQuads::x)
   // The steps a tile takes, the live (group, tap)s (live_steps): step s multiplies the input
@@ -365,8 +371,8 @@ struct GemmOperands {
   // The u8 quads' pairs (pair_steps, set_step_pairs), or single_begin null (every step single:
   // the int16 pairs, and quads without live steps). Group g = kb / 2 leaves single the steps
   // singles[single_begin[g]] .. singles[single_begin[g + 1] - 1] and takes the others two at a
-  // time; so the tiles take blocks from an even kb, and s_begin must be 0 or split (the second
-  // phase's first step). singles is null when no step is single.
+  // time; so the tiles take blocks from an even kb, and s_begin and s_end must cut no pair
+  // (pair_boundary: 0, split, steps, or a chunk's cut). singles is null when no step is single.
   const std::uint32_t* singles = nullptr;
   const std::uint32_t* single_begin = nullptr;
   std::uint64_t split = 0;
@@ -395,6 +401,10 @@ void set_step_pairs(const StepPairs& pairs, GemmOperands& op);
 // Whether the AVX2 tiles take group kb / 2's steps two at a time (in 4-pixel tiles): it has pairs
 // and at most half of its steps are single.
 bool takes_pairs(const GemmOperands& op, std::uint64_t kb);
+// The first step at or after s (at most op.steps) where group kb / 2's pairs may be cut: no pair
+// of it straddles the step before (from the first step and after each single the steps go two
+// by two). A tile call of the u8 quads starts and ends there.
+std::uint64_t pair_boundary(const GemmOperands& op, std::uint64_t kb, std::uint64_t s);
 // y[i * kGemmK + b * 8 + j] (+)= the sum over steps [s_begin, s_end) for virtual output q[i]
 // (i < n) and output channel (kb + b) * 8 + j, b < blocks; accumulate = false starts at 0.
 // blocks is at most 2, or kGemmVnniBlocks for the AVX-512 VNNI tiles (and the plain C++ ones,
@@ -426,7 +436,8 @@ void dense_conv_gemm(const DenseConv& conv, std::int32_t* acc, std::int32_t* sna
                      GemmTiles quad_tiles, GemmTiles pair_tiles, LanesOut out,
                      QuadInterleave interleave = interleave_quads_scalar, WordRows rows = {},
                      const RowSink* sink = nullptr, bool offset_quads = false,
-                     std::uint64_t quad_blocks = 2, GemmUnits* later = nullptr);
+                     std::uint64_t quad_blocks = 2, GemmUnits* later = nullptr,
+                     std::uint64_t chunk_steps = 0);
 
 // Which output pixels and channels a dense_conv_gemm's work unit u covers: pixels [p0, p0 + n)
 // with p0 = u / k_units * unit_pixels, channels [k0, min(kn, k0 + kGemmK)) with k0 = u % k_units
@@ -446,6 +457,10 @@ struct GemmPlan {
   GemmUnitShape shape;
   std::uint64_t p_units = 0, ow = 0, wq = 0, kn_padded = 0;
   std::uint64_t snapshot_from = 0, split_steps = 0, per_call = 0;
+  // Sum the steps in chunks of this many (cut at pair_boundary), each over every channel group
+  // of the unit before the next, when the unit has at least twice as many and no snapshot; 0: in
+  // one pass per group.
+  std::uint64_t chunk_steps = 0;
 };
 // How a work unit starts and ends (GemmUnits::run).
 struct UnitRun {

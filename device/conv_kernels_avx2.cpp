@@ -168,9 +168,12 @@ __attribute__((target("avx2"))) static void gemm_avx2(const GemmOperands& op, st
                                                       std::int32_t* y) {
   if (op.offset_first)  // _mm256_maddubs_epi16 would saturate on x + 128
     fail("dense_conv: the AVX2 tiles were given u8 quads of x + 128");
-  if (kQuads && op.single_begin && (kb % 2 || (s_begin != 0 && s_begin != op.split)))
-    fail("dense_conv: u8 quad pairs from block {} and step {} (an odd block, or inside a phase)",
-         kb, s_begin);
+  if (kQuads && op.single_begin &&
+      (kb % 2 || pair_boundary(op, kb, s_begin) != s_begin ||
+       pair_boundary(op, kb, s_end) != s_end))
+    fail(
+        "dense_conv: u8 quad pairs from block {} over steps [{}, {}) (an odd block, or a pair cut)",
+        kb, s_begin, s_end);
   // The pairs' loop holds 2 broadcasts and their 2 products per pixel: it takes 4 pixels a tile
   // (with 5 it spilled 2 of its 10 sums), when most of the group's steps pair.
   const bool paired = kQuads && takes_pairs(op, kb);

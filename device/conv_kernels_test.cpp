@@ -38,7 +38,7 @@ struct Result {
 Result run_gemm(const ck::DenseConv& c, ck::detail::GemmTiles quad_tiles,
                 ck::detail::GemmTiles pair_tiles, ck::detail::LanesOut out,
                 ck::detail::QuadInterleave interleave, bool offset_quads = false,
-                std::uint64_t quad_blocks = 2);
+                std::uint64_t quad_blocks = 2, std::uint64_t chunk_steps = 0);
 
 // isa kAuto here means: the u8 quads of x + 128 with the plain C++ vpdpbusd (gemm_quads_scalar),
 // the VNNI level's operands, offsets and blocks per tile on any CPU.
@@ -57,17 +57,18 @@ Result run(const ck::DenseConv& c, Isa isa) {
 
 // The GEMM form (output channels in the lanes) with the given tiles, output transposition and
 // quad interleave (quad_tiles null: pairs only), and with `offset_quads` the u8 quads of x + 128
-// on signed inputs; quad_blocks blocks of 8 channels per quad tile call.
+// on signed inputs; quad_blocks blocks of 8 channels per quad tile call, the quads' steps in
+// chunks of chunk_steps (0: none).
 Result run_gemm(const ck::DenseConv& c, ck::detail::GemmTiles quad_tiles,
                 ck::detail::GemmTiles pair_tiles, ck::detail::LanesOut out,
-                ck::detail::QuadInterleave interleave, bool offset_quads,
-                std::uint64_t quad_blocks) {
+                ck::detail::QuadInterleave interleave, bool offset_quads, std::uint64_t quad_blocks,
+                std::uint64_t chunk_steps) {
   Result r;
   r.acc.assign(c.kn * c.oh() * c.ow(), 0x5A5A5A5A);
   r.snapshot.assign((c.kn - c.snapshot_from) * c.oh() * c.ow(), 0x5A5A5A5A);
   std::int32_t* snap = c.snapshot_from < c.kn ? r.snapshot.data() : nullptr;
   ck::detail::dense_conv_gemm(c, r.acc.data(), snap, quad_tiles, pair_tiles, out, interleave, {},
-                              nullptr, offset_quads, quad_blocks);
+                              nullptr, offset_quads, quad_blocks, nullptr, chunk_steps);
   return r;
 }
 
@@ -95,6 +96,7 @@ void expect_gemm_forms(const ck::DenseConv& c, bool nonnegative,
     Isa needs;
     bool offset_quads = false;  // then the pair tiles must never run
     std::uint64_t blocks = 2;   // per quad tile call
+    std::uint64_t chunk_steps = 0;
   };
   constexpr std::uint64_t kVnni = d::kGemmVnniBlocks;
   const Form forms[] = {
@@ -110,6 +112,13 @@ void expect_gemm_forms(const ck::DenseConv& c, bool nonnegative,
        d::interleave_quads_avx2, Isa::kAvx2},
       {"gemm quads avx2, scalar interleave", d::gemm_quads_avx2, d::gemm_pairs_avx2,
        d::lanes_out_avx2, d::interleave_quads_scalar, Isa::kAvx2},
+      // Chunks of a few steps, so small problems are cut often, next to singles too.
+      {"gemm quads avx2, chunks of 3 steps", d::gemm_quads_avx2, d::gemm_pairs_avx2,
+       d::lanes_out_avx2, d::interleave_quads_avx2, Isa::kAvx2, false, 2, 3},
+      {"gemm quads avx2, chunks of 4 steps", d::gemm_quads_avx2, d::gemm_pairs_avx2,
+       d::lanes_out_avx2, d::interleave_quads_avx2, Isa::kAvx2, false, 2, 4},
+      {"gemm quads scalar, chunks of 5 steps", d::gemm_quads_scalar, d::gemm_pairs_scalar,
+       d::lanes_out_scalar, d::interleave_quads_scalar, Isa::kScalar, false, 2, 5},
       {"gemm quads scalar, avx2 out and interleave", d::gemm_quads_scalar, d::gemm_pairs_scalar,
        d::lanes_out_avx2, d::interleave_quads_avx2, Isa::kAvx2},
       {"gemm quads avx512vnni", d::gemm_quads_avx512vnni, d::gemm_pairs_avx2, d::lanes_out_avx2,
@@ -131,7 +140,7 @@ void expect_gemm_forms(const ck::DenseConv& c, bool nonnegative,
     if (!cpu::supports(f.needs)) continue;
     const bool quads_only = f.quads && (nonnegative || f.offset_quads);
     const Result r = run_gemm(c, f.quads, quads_only ? no_pairs : f.pairs, f.out, f.interleave,
-                              f.offset_quads, f.blocks);
+                              f.offset_quads, f.blocks, f.chunk_steps);
     EXPECT_EQ(r.acc, acc) << f.name;
     if (c.snapshot_from < c.kn) {
       EXPECT_EQ(r.snapshot, snapshot) << f.name;
@@ -426,6 +435,75 @@ TEST(ConvKernels, PairedU8StepsAreExactAtTheInt16Bound) {
     if (::testing::Test::HasFailure()) break;
   }
   EXPECT_GT(paired * 2, steps);  // most steps did pair
+}
+
+// pair_boundary on a hand-made schedule: group 0 of 20 steps leaves 4 and 11 single (its pairs
+// are 0-1 2-3 | 4 | 5-6 7-8 9-10 | 11 | 12-13 ... 18-19), group 1 none (0-1 2-3 ...); a cut
+// moves to the next pair's start, never past the steps. With no single in any group (singles
+// null) every group pairs from step 0.
+TEST(ConvKernels, PairBoundaryCutsNoPair) {
+  namespace d = ck::detail;
+  const std::vector<std::uint32_t> singles = {4, 11}, begin = {0, 2, 2};
+  d::GemmOperands op;
+  op.steps = 20, op.singles = singles.data(), op.single_begin = begin.data();
+  const std::uint64_t want0[] = {0,  2,  2,  4,  4,  5,  7,  7,  9,  9, 11,
+                                 11, 12, 14, 14, 16, 16, 18, 18, 20, 20};
+  for (std::uint64_t s = 0; s <= 20; ++s) {
+    EXPECT_EQ(d::pair_boundary(op, 0, s), want0[s]) << "group 0, step " << s;
+    EXPECT_EQ(d::pair_boundary(op, 2, s), s + s % 2) << "group 1, step " << s;
+  }
+  EXPECT_EQ(d::pair_boundary(op, 0, 25), 20u);
+  op.singles = nullptr;
+  EXPECT_EQ(d::pair_boundary(op, 0, 7), 8u);
+  EXPECT_EQ(d::pair_boundary(op, 0, 8), 8u);
+  op.single_begin = nullptr;  // every step single
+  EXPECT_EQ(d::pair_boundary(op, 0, 7), 7u);
+}
+
+// At the AVX2 level dense_conv sums long step lists in chunks (kGemmChunkSteps): 1x1 convs over
+// 1024 and 1100 channels (256 and 275 steps), inputs 0..127, weights that leave steps single
+// (a lane's positive weights over two steps past 258) before and at the cuts, against the plain
+// loop, with and without a snapshot.
+TEST(ConvKernels, ChunkedU8StepsEqualThePlainLoop) {
+  if (!cpu::supports(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(2026);
+  for (const std::uint64_t channels : {1024u, 1100u}) {
+    for (const bool snapshot : {false, true}) {
+      ck::DenseConv c;
+      c.plane_count = channels, c.padded_h = 3, c.padded_w = 9, c.kh = c.kw = 1;
+      for (std::uint64_t i = 0; i < channels; ++i)
+        c.channels.push_back(static_cast<std::int64_t>(i));
+      c.split = snapshot ? 600 : channels, c.kn = 40, c.snapshot_from = snapshot ? 32 : c.kn;
+      std::vector<std::int8_t> planes(channels * 27), weights(c.kn * channels);
+      for (auto& v : planes) v = static_cast<std::int8_t>(rng() % 128);
+      for (auto& v : weights) v = static_cast<std::int8_t>(static_cast<int>(rng() % 41) - 20);
+      // Channels 0-15 (the first group): single at 100 and 231, so the pairs of steps 101-230
+      // run over the cut at 128 and it moves to 129; channels 16-31: singles at the cuts.
+      for (std::uint64_t k = 0; k < 32; k += 5)
+        for (const std::uint64_t quad : k < 16
+                                            ? std::vector<std::uint64_t>{100, 231}
+                                            : std::vector<std::uint64_t>{126, 127, 128, 254, 255})
+          if (quad * 4 + 1 < channels)
+            weights[k * channels + quad * 4] = weights[k * channels + quad * 4 + 1] = 127;
+      c.planes = planes.data(), c.weights = weights.data();
+      SCOPED_TRACE(::testing::Message() << channels << " channels, snapshot " << snapshot);
+      std::vector<std::int64_t> acc, snap;
+      plain_conv(c, acc, snap);
+      const Result r = run(c, Isa::kAvx2);
+      EXPECT_EQ(r.acc, narrow(acc));
+      if (snapshot) EXPECT_EQ(r.snapshot, narrow(snap));
+      ck::detail::PackedQuads packed;
+      ASSERT_TRUE(ck::detail::pack_quads(c, packed, 0));
+      EXPECT_GE(packed.live.size(), 2 * ck::detail::kGemmChunkSteps);  // the chunks did run
+      // The first group's pairs run odd to the cut at 128 (with the snapshot the unit is summed
+      // unchunked, by its two phases).
+      const ck::StepPairs& pairs = *packed.step_pairs;
+      ASSERT_GE(pairs.begin.size(), 3u);
+      ASSERT_GE(pairs.begin[1] - pairs.begin[0], 2u);
+      EXPECT_EQ(pairs.singles[pairs.begin[0]], 100u);
+      EXPECT_GT(pairs.singles[pairs.begin[0] + 1], 128u);
+    }
+  }
 }
 
 // The GEMM form leaves out the (group, tap) steps whose weights are zero for every output channel
