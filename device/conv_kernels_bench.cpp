@@ -115,6 +115,78 @@ BENCHMARK(BM_DenseConv)
     ->ArgsProduct({{512}, {2048}, {1}, {7}, {1}, {1}, {2, 3, 4}, {1}, {0}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
 
+// One GEMM work unit of the AVX2 u8 quad tiles with its operands in L1 and L2 (64 pixels x 64
+// output channels, `steps` paired steps, every step pairs), what a unit costs when nothing waits
+// for memory. The input words of step s lie s * stride words apart (a conv's plane stride; 3136
+// is a 56x56 plane). Args: steps, stride. At the AVX2 level only.
+void BM_GemmQuadUnit(benchmark::State& state) {
+  if (skipped_without(npukit::Isa::kAvx2, state)) return;
+  const std::uint64_t steps = static_cast<std::uint64_t>(state.range(0));
+  const std::uint64_t stride = static_cast<std::uint64_t>(state.range(1));
+  constexpr std::uint64_t kPixels = 64, kBlocks = 8;
+  std::mt19937 rng(1);
+  std::vector<std::uint32_t> x(steps * stride + kPixels), w(kBlocks * steps * detail::kGemmBlock);
+  for (auto& v : x) v = rng() & 0x7f7f7f7fu;  // inputs 0..127
+  for (auto& v : w) v = rng() & 0x0f0f0f0fu;  // weights 0..15: every pair of steps fits int16
+  std::vector<std::int64_t> offset(steps);
+  for (std::uint64_t s = 0; s < steps; ++s) offset[s] = static_cast<std::int64_t>(s * stride);
+  StepPairs pairs;
+  pairs.begin.assign(kBlocks / 2 + 1, 0);  // no single step in any group
+  detail::GemmOperands op;
+  op.x = x.data(), op.offset = offset.data(), op.steps = steps, op.w = w.data();
+  detail::set_step_pairs(pairs, op);
+  std::uint64_t q[kPixels];
+  for (std::uint64_t i = 0; i < kPixels; ++i) q[i] = i;
+  std::vector<std::int32_t> y(kPixels * detail::kGemmK + 8);
+  for (auto _ : state) {
+    for (std::uint64_t b = 0; b < kBlocks; b += 2)
+      detail::gemm_quads_avx2(op, b, 2, q, kPixels, 0, steps, false,
+                              y.data() + b * detail::kGemmBlock);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double macs = static_cast<double>(kPixels * kBlocks * detail::kGemmBlock * steps * 4);
+  state.counters["MAC/s"] = benchmark::Counter(macs, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_GemmQuadUnit)
+    ->ArgNames({"steps", "stride"})
+    ->ArgsProduct({{16, 128}, {64, 264, 3136, 3200}})
+    ->Unit(benchmark::kMicrosecond);
+
+#if defined(__x86_64__)
+// The core's rate for the u8 tile's instruction mix alone: per 512 MACs (4 pixels x 16 channels x
+// 2 steps of 4 inputs) 8 input broadcasts, 16 vpmaddubsw (half on register weights, half on
+// memory), 8 vpaddw, 8 vpmaddwd and 8 vpaddd, from fixed L1 addresses with no address
+// arithmetic: the ceiling BM_GemmQuadUnit is read against (docs/performance.md, stop 45).
+__attribute__((target("avx2"))) void BM_QuadTileMixCeiling(benchmark::State& state) {
+  if (skipped_without(npukit::Isa::kAvx2, state)) return;
+  alignas(64) static std::uint32_t buf[2048] = {};
+  constexpr int kIterations = 1000;
+  for (auto _ : state) {
+    for (int i = 0; i < kIterations; ++i)
+#define NPUKIT_PIXEL(a0, a1, b)                                                       \
+  "vpbroadcastd " #b "(%0), %%ymm8\n\t vpbroadcastd " #b                              \
+  "+4(%0), %%ymm9\n\t"                                                                \
+  "vpmaddubsw %%ymm12, %%ymm8, %%ymm10\n\t vpmaddubsw %%ymm13, %%ymm9, %%ymm11\n\t"   \
+  "vpaddw %%ymm11, %%ymm10, %%ymm10\n\t vpmaddwd %%ymm15, %%ymm10, %%ymm10\n\t"       \
+  "vpaddd %%ymm10, %%ymm" #a0 ", %%ymm" #a0                                           \
+  "\n\t"                                                                              \
+  "vpmaddubsw 4096(%0), %%ymm8, %%ymm10\n\t vpmaddubsw 4128(%0), %%ymm9, %%ymm11\n\t" \
+  "vpaddw %%ymm11, %%ymm10, %%ymm10\n\t vpmaddwd %%ymm15, %%ymm10, %%ymm10\n\t"       \
+  "vpaddd %%ymm10, %%ymm" #a1 ", %%ymm" #a1 "\n\t"
+      asm volatile("vmovdqu (%0), %%ymm12\n\t vmovdqu 32(%0), %%ymm13\n\t" NPUKIT_PIXEL(0, 1, 2048)
+                       NPUKIT_PIXEL(2, 3, 2056) NPUKIT_PIXEL(4, 5, 2064) NPUKIT_PIXEL(6, 7, 2072)
+                   :
+                   : "r"(buf)
+                   : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
+                     "xmm10", "xmm11", "xmm12", "xmm13", "xmm15", "memory");
+#undef NPUKIT_PIXEL
+  }
+  state.counters["MAC/s"] =
+      benchmark::Counter(512.0 * kIterations, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_QuadTileMixCeiling)->Unit(benchmark::kMicrosecond);
+#endif
+
 // Depthwise 3x3 (one input plane per output channel, as conv.cpp runs kDepthwise layers) on
 // mobilenet_v2's depthwise shapes, each way conv.cpp can run it. form 0 = pack_planes once per
 // call plus connection_conv per channel; 1 = depthwise_lanes (channels in the SIMD lanes);
