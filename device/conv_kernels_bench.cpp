@@ -152,6 +152,39 @@ BENCHMARK(BM_GemmQuadUnit)
     ->ArgsProduct({{16, 128}, {64, 264, 3136, 3200}})
     ->Unit(benchmark::kMicrosecond);
 
+// One GEMM work unit of the AVX2 int16 pair tiles (signed inputs: a stem's pieces), 64 pixels x
+// 64 output channels over `steps` steps, the sums carried in from y (accumulate) as a chain's
+// pieces do: what a short step list costs per MAC. Args: steps, stride.
+void BM_GemmPairUnit(benchmark::State& state) {
+  if (skipped_without(npukit::Isa::kAvx2, state)) return;
+  const std::uint64_t steps = static_cast<std::uint64_t>(state.range(0));
+  const std::uint64_t stride = static_cast<std::uint64_t>(state.range(1));
+  constexpr std::uint64_t kPixels = 64, kBlocks = 8;
+  std::mt19937 rng(1);
+  std::vector<std::uint32_t> x(steps * stride + kPixels), w(kBlocks * steps * detail::kGemmBlock);
+  for (auto& v : x) v = rng();
+  for (auto& v : w) v = rng() & 0x00ff00ffu;
+  std::vector<std::int64_t> offset(steps);
+  for (std::uint64_t s = 0; s < steps; ++s) offset[s] = static_cast<std::int64_t>(s * stride);
+  detail::GemmOperands op;
+  op.x = x.data(), op.offset = offset.data(), op.steps = steps, op.w = w.data();
+  std::uint64_t q[kPixels];
+  for (std::uint64_t i = 0; i < kPixels; ++i) q[i] = i;
+  std::vector<std::int32_t> y(kPixels * detail::kGemmK + 8);
+  for (auto _ : state) {
+    for (std::uint64_t b = 0; b < kBlocks; b += 2)
+      detail::gemm_pairs_avx2(op, b, 2, q, kPixels, 0, steps, true,
+                              y.data() + b * detail::kGemmBlock);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double macs = static_cast<double>(kPixels * kBlocks * detail::kGemmBlock * steps * 2);
+  state.counters["MAC/s"] = benchmark::Counter(macs, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_GemmPairUnit)
+    ->ArgNames({"steps", "stride"})
+    ->ArgsProduct({{7, 14, 30, 77}, {64, 13225}})
+    ->Unit(benchmark::kMicrosecond);
+
 #if defined(__x86_64__)
 // The core's rate for the u8 tile's instruction mix alone: per 512 MACs (4 pixels x 16 channels x
 // 2 steps of 4 inputs) 8 input broadcasts, 16 vpmaddubsw (half on register weights, half on
