@@ -115,71 +115,51 @@ BENCHMARK(BM_DenseConv)
     ->ArgsProduct({{512}, {2048}, {1}, {7}, {1}, {1}, {2, 3, 4}, {1}, {0}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
 
-// One GEMM work unit of the AVX2 u8 quad tiles with its operands in L1 and L2 (64 pixels x 64
-// output channels, `steps` paired steps, every step pairs), what a unit costs when nothing waits
-// for memory. The input words of step s lie s * stride words apart (a conv's plane stride; 3136
-// is a 56x56 plane). Args: steps, stride. At the AVX2 level only.
-void BM_GemmQuadUnit(benchmark::State& state) {
+// One GEMM work unit of the AVX2 tiles with its operands in L1 and L2 (64 pixels x 64 output
+// channels over `steps` steps), what a unit costs when nothing waits for memory. The input words
+// of step s lie s * stride words apart (a conv's plane stride: 3136 is a 56x56 plane, 13225 the
+// stem's 115x115 space-to-depth plane). Args: steps, stride. At the AVX2 level only.
+void gemm_unit(benchmark::State& state, bool quads) {
   if (skipped_without(npukit::Isa::kAvx2, state)) return;
   const std::uint64_t steps = static_cast<std::uint64_t>(state.range(0));
   const std::uint64_t stride = static_cast<std::uint64_t>(state.range(1));
   constexpr std::uint64_t kPixels = 64, kBlocks = 8;
   std::mt19937 rng(1);
   std::vector<std::uint32_t> x(steps * stride + kPixels), w(kBlocks * steps * detail::kGemmBlock);
-  for (auto& v : x) v = rng() & 0x7f7f7f7fu;  // inputs 0..127
-  for (auto& v : w) v = rng() & 0x0f0f0f0fu;  // weights 0..15: every pair of steps fits int16
+  // Quads: inputs 0..127 and weights 0..15, so every pair of steps fits int16; pairs: any int16
+  // input, weights 0..255.
+  for (auto& v : x) v = rng() & (quads ? 0x7f7f7f7fu : 0xffffffffu);
+  for (auto& v : w) v = rng() & (quads ? 0x0f0f0f0fu : 0x00ff00ffu);
   std::vector<std::int64_t> offset(steps);
   for (std::uint64_t s = 0; s < steps; ++s) offset[s] = static_cast<std::int64_t>(s * stride);
   StepPairs pairs;
   pairs.begin.assign(kBlocks / 2 + 1, 0);  // no single step in any group
   detail::GemmOperands op;
   op.x = x.data(), op.offset = offset.data(), op.steps = steps, op.w = w.data();
-  detail::set_step_pairs(pairs, op);
+  if (quads) detail::set_step_pairs(pairs, op);
   std::uint64_t q[kPixels];
   for (std::uint64_t i = 0; i < kPixels; ++i) q[i] = i;
   std::vector<std::int32_t> y(kPixels * detail::kGemmK + 8);
+  // The pairs carry their sums in from y, as a chain's pieces (a stem's) do.
+  const auto tiles = quads ? detail::gemm_quads_avx2 : detail::gemm_pairs_avx2;
   for (auto _ : state) {
     for (std::uint64_t b = 0; b < kBlocks; b += 2)
-      detail::gemm_quads_avx2(op, b, 2, q, kPixels, 0, steps, false,
-                              y.data() + b * detail::kGemmBlock);
+      tiles(op, b, 2, q, kPixels, 0, steps, !quads, y.data() + b * detail::kGemmBlock);
     benchmark::DoNotOptimize(y.data());
   }
-  const double macs = static_cast<double>(kPixels * kBlocks * detail::kGemmBlock * steps * 4);
+  const double macs =
+      static_cast<double>(kPixels * kBlocks * detail::kGemmBlock * steps * (quads ? 4 : 2));
   state.counters["MAC/s"] = benchmark::Counter(macs, benchmark::Counter::kIsIterationInvariantRate);
 }
+// The u8 quad tiles, every step paired.
+void BM_GemmQuadUnit(benchmark::State& state) { gemm_unit(state, true); }
 BENCHMARK(BM_GemmQuadUnit)
     ->ArgNames({"steps", "stride"})
     ->ArgsProduct({{16, 128}, {64, 264, 3136, 3200}})
     ->Unit(benchmark::kMicrosecond);
-
-// One GEMM work unit of the AVX2 int16 pair tiles (signed inputs: a stem's pieces), 64 pixels x
-// 64 output channels over `steps` steps, the sums carried in from y (accumulate) as a chain's
-// pieces do: what a short step list costs per MAC. Args: steps, stride.
-void BM_GemmPairUnit(benchmark::State& state) {
-  if (skipped_without(npukit::Isa::kAvx2, state)) return;
-  const std::uint64_t steps = static_cast<std::uint64_t>(state.range(0));
-  const std::uint64_t stride = static_cast<std::uint64_t>(state.range(1));
-  constexpr std::uint64_t kPixels = 64, kBlocks = 8;
-  std::mt19937 rng(1);
-  std::vector<std::uint32_t> x(steps * stride + kPixels), w(kBlocks * steps * detail::kGemmBlock);
-  for (auto& v : x) v = rng();
-  for (auto& v : w) v = rng() & 0x00ff00ffu;
-  std::vector<std::int64_t> offset(steps);
-  for (std::uint64_t s = 0; s < steps; ++s) offset[s] = static_cast<std::int64_t>(s * stride);
-  detail::GemmOperands op;
-  op.x = x.data(), op.offset = offset.data(), op.steps = steps, op.w = w.data();
-  std::uint64_t q[kPixels];
-  for (std::uint64_t i = 0; i < kPixels; ++i) q[i] = i;
-  std::vector<std::int32_t> y(kPixels * detail::kGemmK + 8);
-  for (auto _ : state) {
-    for (std::uint64_t b = 0; b < kBlocks; b += 2)
-      detail::gemm_pairs_avx2(op, b, 2, q, kPixels, 0, steps, true,
-                              y.data() + b * detail::kGemmBlock);
-    benchmark::DoNotOptimize(y.data());
-  }
-  const double macs = static_cast<double>(kPixels * kBlocks * detail::kGemmBlock * steps * 2);
-  state.counters["MAC/s"] = benchmark::Counter(macs, benchmark::Counter::kIsIterationInvariantRate);
-}
+// The int16 pair tiles (signed inputs) at the live step counts of resnet's stem pieces (7, 14,
+// 30; 77 is all four in one list).
+void BM_GemmPairUnit(benchmark::State& state) { gemm_unit(state, false); }
 BENCHMARK(BM_GemmPairUnit)
     ->ArgNames({"steps", "stride"})
     ->ArgsProduct({{7, 14, 30, 77}, {64, 13225}})
