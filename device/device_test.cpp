@@ -357,6 +357,51 @@ TEST(Device, ActivationLayoutInPlaceAndStagedMatchTheFormula) {
       }
 }
 
+// Planes of image rows only (plane width = image width, as a global pool's pieces read): every
+// band of rows, one row alone included, from narrow rows whose words straddle rows, at an
+// address whose groups cross a DRAM page (the one page walk) and at one that is not a word's
+// (the staged reads), against the 6.1 formula; bytes outside the band's rows are 0.
+TEST(Device, PlanesOfImageRowsOnlyTakeEveryBand) {
+  for (const isa::SaArch& arch : isa::kSupportedArchs)
+    for (const auto& [width, height] : {std::pair<std::uint64_t, std::uint64_t>{7, 7}, {3, 5}})
+      for (const std::uint64_t addr : {2 * Dram::kPageBytes - 1024, 2 * Dram::kPageBytes - 1020}) {
+        SCOPED_TRACE(fmt::format("{} {}x{} addr 0x{:x}", arch.str(), height, width, addr));
+        const ActivationLayout layout = ActivationLayout::for_arch(arch, 70, height * width);
+        Dram dram(1u << 20);
+        Bytes bytes(layout.bytes(), 0);
+        std::vector<std::int8_t> values(layout.channels * layout.pixels);
+        for (std::uint64_t i = 0; i < values.size(); ++i) {
+          values[i] = static_cast<std::int8_t>(static_cast<int>(i * 29 % 255) - 127);
+          bytes[layout.offset(i / layout.pixels, i % layout.pixels)] =
+              static_cast<std::uint8_t>(values[i]);
+        }
+        dram.write(addr, bytes, "image");
+        const isa::Instruction mega(isa::Opcode::CONV);
+        Diagnostics diag;
+        LayerContext ctx{arch, dram, mega, nullptr, nullptr, 1, diag, 1, 2, 3};
+        std::vector<std::pair<std::int64_t, std::uint64_t>> bands = {
+            {0, height}, {1, height + 2}, {-2, height - 2}, {2, 3}};
+        for (std::uint64_t y = 0; y < height; ++y)
+          bands.push_back({-static_cast<std::int64_t>(y), 1});
+        for (const auto& [top, plane_h] : bands) {
+          std::vector<std::int8_t> planes(layout.channels * plane_h * width, -86);
+          read_activation_planes(ctx, isa::Field::CONV_ImageStartAddress, addr, layout, width, top,
+                                 0, plane_h, width, planes.data());
+          for (std::uint64_t c = 0; c < layout.channels; ++c)
+            for (std::uint64_t r = 0; r < plane_h; ++r)
+              for (std::uint64_t x = 0; x < width; ++x) {
+                const std::int64_t y = static_cast<std::int64_t>(r) - top;
+                const std::int8_t want =
+                    y >= 0 && y < static_cast<std::int64_t>(height)
+                        ? values[c * layout.pixels + static_cast<std::uint64_t>(y) * width + x]
+                        : std::int8_t{0};
+                ASSERT_EQ(planes[(c * plane_h + r) * width + x], want)
+                    << "top " << top << " channel " << c << " row " << r << " column " << x;
+              }
+        }
+      }
+}
+
 // ---- bad programs ------------------------------------------------------------------------------
 
 void expect_error(const Bytes& stream, std::initializer_list<const char*> parts,
