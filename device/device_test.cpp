@@ -359,8 +359,8 @@ TEST(Device, ActivationLayoutInPlaceAndStagedMatchTheFormula) {
 
 // Planes of image rows only (plane width = image width, as a global pool's pieces read): every
 // band of rows, one row alone included, from narrow rows whose words straddle rows, at an
-// address whose groups cross a DRAM page (the one page walk) and at one that is not a word's
-// (the staged reads), against the 6.1 formula; bytes outside the band's rows are 0.
+// address whose channel groups cross a DRAM page and at one that is not a word's (the staged
+// reads), against the 6.1 formula; bytes outside the band's rows are 0.
 TEST(Device, PlanesOfImageRowsOnlyTakeEveryBand) {
   for (const isa::SaArch& arch : isa::kSupportedArchs)
     for (const auto& [width, height] : {std::pair<std::uint64_t, std::uint64_t>{7, 7}, {3, 5}})
