@@ -246,6 +246,27 @@ TEST(Device, ActivationLayoutMatchesTheSpecFormula) {
   EXPECT_EQ(ActivationLayout::for_arch(isa::kArch16x1x16, 3, 5).bytes(), 16u * 6u);
 }
 
+// Checks planes that read_activation_planes filled: channel c's image pixel (y, x) at row
+// y + top, column left + x of its plane_h x plane_w plane when that row is one of them, every
+// other byte 0. value(c, p) is the image's element (p = y * width + x).
+template <typename Value>
+void expect_planes(const std::vector<std::int8_t>& planes, std::uint64_t channels,
+                   std::uint64_t width, std::uint64_t height, std::int64_t top, std::uint64_t left,
+                   std::uint64_t plane_h, std::uint64_t plane_w, Value&& value) {
+  for (std::uint64_t c = 0; c < channels; ++c)
+    for (std::uint64_t r = 0; r < plane_h; ++r)
+      for (std::uint64_t x = 0; x < plane_w; ++x) {
+        const std::int64_t y = static_cast<std::int64_t>(r) - top;
+        const bool inside =
+            y >= 0 && y < static_cast<std::int64_t>(height) && x >= left && x < left + width;
+        const std::int32_t want =
+            inside ? value(c, static_cast<std::uint64_t>(y) * width + x - left) : 0;
+        ASSERT_EQ(planes[(c * plane_h + r) * plane_w + x], want)
+            << "channels " << channels << " top " << top << " channel " << c << " row " << r
+            << " column " << x;
+      }
+}
+
 // write_activation_output, read_activation and add_activation_int32 work on the DRAM pages in
 // place when the address keeps every word inside a page, and through a staging buffer otherwise:
 // both against ActivationLayout::offset (the 6.1 formula), for a tensor with padding channels and
@@ -325,19 +346,8 @@ TEST(Device, ActivationLayoutInPlaceAndStagedMatchTheFormula) {
               read_activation_planes(ctx, isa::Field::CONV_ImageStartAddress,
                                      groups ? whole_addr : addr, l, width, top, left, plane_h,
                                      plane_w, planes.data());
-              for (std::uint64_t c = 0; c < l.channels; ++c)
-                for (std::uint64_t r = 0; r < plane_h; ++r)
-                  for (std::uint64_t x = 0; x < plane_w; ++x) {
-                    const std::int64_t y = static_cast<std::int64_t>(r) - top;
-                    const bool inside = y >= 0 && y < static_cast<std::int64_t>(height) &&
-                                        x >= left && x < left + width;
-                    const std::int32_t want =
-                        inside ? v[c * l.pixels + static_cast<std::uint64_t>(y) * width + x - left]
-                               : 0;
-                    ASSERT_EQ(planes[(c * plane_h + r) * plane_w + x], want)
-                        << "channels " << l.channels << " top " << top << " channel " << c
-                        << " row " << r << " column " << x;
-                  }
+              expect_planes(planes, l.channels, width, height, top, left, plane_h, plane_w,
+                            [&](std::uint64_t c, std::uint64_t p) { return v[c * l.pixels + p]; });
             }
           }
         } else {
@@ -387,17 +397,10 @@ TEST(Device, PlanesOfImageRowsOnlyTakeEveryBand) {
           std::vector<std::int8_t> planes(layout.channels * plane_h * width, -86);
           read_activation_planes(ctx, isa::Field::CONV_ImageStartAddress, addr, layout, width, top,
                                  0, plane_h, width, planes.data());
-          for (std::uint64_t c = 0; c < layout.channels; ++c)
-            for (std::uint64_t r = 0; r < plane_h; ++r)
-              for (std::uint64_t x = 0; x < width; ++x) {
-                const std::int64_t y = static_cast<std::int64_t>(r) - top;
-                const std::int8_t want =
-                    y >= 0 && y < static_cast<std::int64_t>(height)
-                        ? values[c * layout.pixels + static_cast<std::uint64_t>(y) * width + x]
-                        : std::int8_t{0};
-                ASSERT_EQ(planes[(c * plane_h + r) * width + x], want)
-                    << "top " << top << " channel " << c << " row " << r << " column " << x;
-              }
+          expect_planes(planes, layout.channels, width, height, top, 0, plane_h, width,
+                        [&](std::uint64_t c, std::uint64_t p) {
+                          return std::int32_t{values[c * layout.pixels + p]};
+                        });
         }
       }
 }
