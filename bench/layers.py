@@ -19,7 +19,7 @@ _rowsA_B suffixes for the pieces of a split kernel (summed here), and onnxruntim
 carry a _token_N suffix. An onnxruntime node with no npukit layer of its name (a Clip after a
 conv, which npukit's conv tail does; a Flatten) counts with the layer before it, or, before the
 first, with the host part (input quantization and layout, on npukit's host segments, whose time
-is their host_seconds). The rest of npukit's warm time per image, which no layer's
+is their host_seconds: the mean over every image, the first included). The rest of npukit's warm time per image, which no layer's
 model_seconds counts (the DWP streams in and out, the instructions and timing between layers),
 is a row of its own, with nothing of onnxruntime's against it.
 PATH defaults to build/tools/npukit. Needs bench/ort's `npm ci --ignore-scripts`.
