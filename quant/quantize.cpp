@@ -363,7 +363,70 @@ struct Stats {
   std::vector<std::uint64_t> bins;      // |x| of every value
   std::vector<std::uint64_t> negative;  // |x| of the negative values (also counted in bins)
   std::uint64_t zeros = 0;              // exact zeros (also counted in bins[0])
+  // Percentile in one pass (QuantizeOptions::percentile_tail_margin): the values counted, the
+  // largest |x| among them and the largest one left out (-1: none).
+  std::uint64_t count = 0;
+  std::vector<float> tail;
+  float tail_cut = -1;
 };
+
+// Keeps the largest `target` values of s.tail; the largest one dropped raises s.tail_cut.
+void prune_tail(Stats& s, std::size_t target) {
+  if (s.tail.size() <= target) return;
+  const auto nth = s.tail.begin() + static_cast<std::ptrdiff_t>(target);
+  std::nth_element(s.tail.begin(), nth, s.tail.end(), std::greater<>());
+  s.tail_cut = std::max(s.tail_cut, *nth);
+  s.tail.resize(target);
+}
+
+// Counts p[0, n) into s.count and keeps each |x| above s.tail_cut in s.tail, pruned to the
+// largest `share` of s.count (at least 16) whenever it holds twice that and a block more.
+void keep_tail(Stats& s, const float* p, std::size_t n, double share) {
+  s.count += n;
+  const std::size_t target = std::max<std::size_t>(
+      16, static_cast<std::size_t>(std::ceil(share * static_cast<double>(s.count))));
+  constexpr std::size_t kBlock = 16384;
+  for (std::size_t begin = 0; begin < n; begin += kBlock) {
+    const std::size_t end = std::min(n, begin + kBlock);
+    const float cut = s.tail_cut;
+    std::size_t i = begin;
+#if defined(__SSE2__)
+    // Four at a time: after the first values few pass the cut.
+    const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7FFFFFFF));
+    const __m128 cut4 = _mm_set1_ps(cut);
+    for (; i + 4 <= end; i += 4) {
+      const int above =
+          _mm_movemask_ps(_mm_cmpgt_ps(_mm_and_ps(_mm_loadu_ps(p + i), abs_mask), cut4));
+      for (std::size_t k = 0; above && k < 4; ++k)
+        if (above >> k & 1) s.tail.push_back(std::fabs(p[i + k]));
+    }
+#endif
+    for (; i < end; ++i)
+      if (std::fabs(p[i]) > cut) s.tail.push_back(std::fabs(p[i]));
+    if (s.tail.size() > 2 * target + kBlock) prune_tail(s, target);
+  }
+}
+
+// The |x| histogram of s's values over [0, s.max_abs] as pass 1 would count it, from the tail
+// alone: the values left out (all at most tail_cut) are counted in tail_cut's bin. Below that
+// bin the counts are wrong, so this is only returned when the percentile's bin cannot lie
+// there: when even the values up to the bin below (at most count - the kept ones from that
+// bin on - tail_cut itself) fall short of percentile_threshold's mark. Else empty.
+std::vector<std::uint64_t> tail_histogram(const Stats& s, std::size_t bins, double percentile) {
+  std::vector<std::uint64_t> out(bins, 0);
+  const double per_unit = static_cast<double>(bins) / s.max_abs;
+  const double last = static_cast<double>(bins - 1);
+  auto bin_of = [&](float a) { return static_cast<std::size_t>(std::min(last, a * per_unit)); };
+  for (const float a : s.tail) ++out[bin_of(a)];
+  if (s.tail_cut < 0) return out;  // nothing left out: the whole histogram
+  const std::size_t cut_bin = bin_of(s.tail_cut);
+  const std::uint64_t kept_from_cut = std::accumulate(
+      out.begin() + static_cast<std::ptrdiff_t>(cut_bin), out.end(), std::uint64_t{0});
+  out[cut_bin] += s.count - s.tail.size();
+  const double wanted = percentile / 100.0 * static_cast<double>(s.count);
+  if (static_cast<double>(s.count - kept_from_cut - 1) < wanted) return out;
+  return {};
+}
 
 template <typename Fn>
 void for_each_float(const ref::TensorMap& values, const std::vector<std::string>& names, Fn fn) {
@@ -376,8 +439,9 @@ void for_each_float(const ref::TensorMap& values, const std::vector<std::string>
 }
 
 // Pass 0 measures max |x|; pass 1 fills the |x| histogram over [0, max |x|].
+// With tail_share > 0, pass 0 also keeps the largest values (keep_tail).
 void accumulate(Stats& s, const std::string& name, const std::string& where, int pass,
-                const float* p, std::size_t n) {
+                const float* p, std::size_t n, double tail_share = 0) {
   if (pass == 0) {
     // A NaN or infinity makes `finite` false. When every value is finite the maximum does not
     // depend on the order, so four lanes of SSE2 (x86-64's baseline) may take it.
@@ -413,6 +477,7 @@ void accumulate(Stats& s, const std::string& name, const std::string& where, int
           name, where, *bad);
     }
     s.max_abs = max_abs;
+    if (tail_share > 0) keep_tail(s, p, n, tail_share);
   } else if (s.max_abs > 0) {
     const double per_unit = static_cast<double>(s.bins.size()) / s.max_abs;
     const double last = static_cast<double>(s.bins.size() - 1);
@@ -538,7 +603,13 @@ std::map<std::string, float> calibrate(const Graph& graph,
   if (histograms && options.histogram_bins < options.quantized_bins)
     fail("histogram_bins ({}) must be at least quantized_bins ({})", options.histogram_bins,
          options.quantized_bins);
-  const std::size_t total = samples.size() * (histograms ? 2 : 1);
+  // Percentile from pass 0's tails (QuantizeOptions::percentile_tail_margin) while they are a
+  // small share of the values; pass 1 only where they cannot decide it.
+  const double tail_share = options.method == Calibration::kPercentile
+                                ? options.percentile_tail_margin * (100 - options.percentile) / 100
+                                : 0;
+  const bool one_pass = tail_share > 0 && tail_share <= 1.0 / 64;
+  std::size_t total = samples.size() * (histograms && !one_pass ? 2 : 1);
   std::size_t done = 0;
   std::map<std::string, Stats> stats;
   const std::map<std::string, std::string> pre_activation = pre_activation_values(graph);
@@ -561,7 +632,9 @@ std::map<std::string, float> calibrate(const Graph& graph,
   };
   std::vector<std::vector<KeptValue>> kept(samples.size());
   std::vector<char> is_kept(samples.size(), 0);
-  const std::size_t keep_share = histograms ? options.kept_activation_bytes / workers : 0;
+  const std::size_t keep_share =
+      histograms && !one_pass ? options.kept_activation_bytes / workers : 0;
+  const double pass0_tail = one_pass ? tail_share : 0;
   auto observe = [&](int pass) {
     std::vector<std::map<std::string, Stats>> part(workers);
     std::vector<std::map<std::string, Tensor>> seen_part(workers);
@@ -593,7 +666,8 @@ std::map<std::string, float> calibrate(const Graph& graph,
           for_each_float(
               values, node.outputs, [&](const std::string& name, const float* p, std::size_t n) {
                 if (pre_activation.count(name)) return;
-                accumulate(my[name], name, "output of node '" + node.name + "'", pass, p, n);
+                accumulate(my[name], name, "output of node '" + node.name + "'", pass, p, n,
+                           pass0_tail);
                 if (!keep_into) return;
                 // Copied while in cache (the executor's buffer is then free for the next
                 // values), without the exact zeros when they are many (a Relu's output, half
@@ -616,7 +690,7 @@ std::map<std::string, float> calibrate(const Graph& graph,
           // Graph inputs are observed directly.
           for_each_float(samples[i], graph.inputs,
                          [&](const std::string& name, const float* p, std::size_t n) {
-                           accumulate(my[name], name, "graph input", pass, p, n);
+                           accumulate(my[name], name, "graph input", pass, p, n, pass0_tail);
                          });
           if (pass == 1 && is_kept[i]) {
             for (KeptValue& v : kept[i]) {
@@ -663,6 +737,9 @@ std::map<std::string, float> calibrate(const Graph& graph,
         Stats& into = stats[name];
         if (pass == 0) {
           into.max_abs = std::max(into.max_abs, st.max_abs);
+          into.count += st.count;
+          into.tail.insert(into.tail.end(), st.tail.begin(), st.tail.end());
+          into.tail_cut = std::max(into.tail_cut, st.tail_cut);
           continue;
         }
         for (std::size_t b = 0; b < into.bins.size(); ++b) into.bins[b] += st.bins[b];
@@ -675,7 +752,17 @@ std::map<std::string, float> calibrate(const Graph& graph,
   };
 
   observe(0);
-  if (histograms) {
+  bool second_pass = histograms && !one_pass;
+  for (auto it = stats.begin(); one_pass && it != stats.end(); ++it) {
+    Stats& s = it->second;
+    if (s.max_abs > 0)
+      s.bins =
+          tail_histogram(s, static_cast<std::size_t>(options.histogram_bins), options.percentile);
+    second_pass |= s.max_abs > 0 && s.bins.empty();
+    s.tail = {};
+  }
+  if (second_pass) {
+    if (one_pass) total += samples.size();
     for (auto& [name, s] : stats) {
       s.bins.assign(static_cast<std::size_t>(options.histogram_bins), 0);
       if (options.method == Calibration::kEntropy) s.negative.assign(s.bins.size(), 0);

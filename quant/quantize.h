@@ -40,11 +40,18 @@ struct QuantizeOptions {
   double percentile = 99.99;  // for kPercentile, in (0, 100]
   int histogram_bins = 2048;  // for kPercentile and kEntropy, at most kMaxHistogramBins
   int quantized_bins = 128;   // levels on one side of zero (int8: 128)
-  // Histogram methods measure each value twice (its range, then its histogram over that range):
-  // up to this many bytes of the values measured are kept from the first pass to the second,
+  // Entropy calibration measures each value twice (its range, then its histogram over that
+  // range), percentile calibration only where its tail cannot decide (below): up to this many
+  // bytes of the values measured are kept from the first pass to the second,
   // which then runs the float graph only for the samples that did not fit (the thresholds are
   // the same; resnet50 keeps about 60 MB per image).
   std::size_t kept_activation_bytes = std::size_t{2} << 30;
+  // Percentile calibration in one pass: each tensor's largest |x| are kept from pass 0, this
+  // many times the share of values above the percentile (100 - percentile %, at least 16
+  // values), and its histogram is counted from them: exact wherever the values left out lie
+  // below the percentile's bin, which is checked (a tensor where it fails, or a share over
+  // 1/64, takes the second pass). 0: always the second pass.
+  double percentile_tail_margin = 4;
   // Called after each calibration run (done of total, counting both passes when histograms are
   // needed); the CLI draws its progress bar from this.
   std::function<void(std::size_t done, std::size_t total)> progress;

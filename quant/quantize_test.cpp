@@ -224,12 +224,66 @@ TEST(Calibration, KeptValuesWithoutTheirZerosGiveTheSameThresholds) {
     o.method = m;
     o.histogram_bins = 256;
     o.quantized_bins = 16;
-    o.percentile = 90;
+    o.percentile = 90;  // pass 1 (a tail of 40 % is no gain over keeping the values)
     o.kept_activation_bytes = 0;
     const float again = calibrate(g, samples, o).at("y");
     o.kept_activation_bytes = QuantizeOptions{}.kept_activation_bytes;
     EXPECT_EQ(calibrate(g, samples, o).at("y"), again) << calibration_name(m);
   }
+}
+
+// Percentile calibration from pass 0's tails alone (percentile_tail_margin) gives the threshold
+// of the whole |x| histogram, counted here from every value: with exact zeros, ties at a bin
+// edge and a heavy tail, on 1 to 3 threads; and where the tail kept is too short to decide
+// (margin 0.05), the second pass runs (the graph runs twice per sample) and gives it too.
+TEST(Calibration, PercentileFromTheTailEqualsTheWholeHistogram) {
+  const std::int64_t n = 10007;
+  constexpr std::size_t kSamples = 4;
+  ir::Graph g = relu_graph();
+  g.tensors["x"].shape = {1, n};
+  g.tensors["y"] = ir::Tensor{"y", ir::DType::kFloat32, {1, n}, {}};
+  g.nodes = {ir::Node{"neg", "Neg", "", {"x"}, {"y"}, {}}};
+  std::vector<ref::TensorMap> samples;
+  std::vector<float> all;
+  std::uint32_t state = 12345;
+  for (std::size_t k = 0; k < kSamples; ++k) {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      state = state * 1664525u + 1013904223u;
+      const float u = static_cast<float>(state >> 8) / 16777216.0f;  // [0, 1)
+      const float sign = (state >> 4 & 1) ? -1.0f : 1.0f;
+      v[i] = i % 10 < 3 ? 0.0f : i % 11 == 0 ? 3.0f : sign * 40.0f * u * u * u * u * u * u;
+    }
+    v[17 + k] = 40.0f + static_cast<float>(k);  // the largest, one per sample
+    all.insert(all.end(), v.begin(), v.end());
+    samples.push_back({{"x", ir::make_tensor<float>({1, n}, v, "x")}});
+  }
+  const std::size_t bins = 2048;
+  float max_abs = 0;
+  for (const float v : all) max_abs = std::max(max_abs, std::fabs(v));
+  std::vector<std::uint64_t> histogram(bins, 0);
+  for (const float v : all)
+    ++histogram[static_cast<std::size_t>(std::min(
+        static_cast<double>(bins - 1), std::fabs(v) * (static_cast<double>(bins) / max_abs)))];
+  const unsigned threads = thread_count();
+  for (const double percentile : {99.99, 99.9, 99.8})
+    for (const double margin : {4.0, 0.05})
+      for (const unsigned t : {1u, 2u, 3u}) {
+        set_thread_count(t);
+        QuantizeOptions o;
+        o.percentile = percentile;
+        o.percentile_tail_margin = margin;
+        std::size_t runs = 0;
+        o.progress = [&](std::size_t, std::size_t) { ++runs; };
+        const auto thresholds = calibrate(g, samples, o);
+        const float want = percentile_threshold(histogram, max_abs, percentile);
+        EXPECT_EQ(thresholds.at("x"), want) << percentile << ", margin " << margin << ", " << t;
+        EXPECT_EQ(thresholds.at("y"), want) << percentile << ", margin " << margin << ", " << t;
+        // (At 99.99 the fewest values a tail keeps, 16, hold the 4 above the mark.)
+        EXPECT_EQ(runs, margin == 4.0 || percentile == 99.99 ? kSamples : 2 * kSamples)
+            << percentile << ", margin " << margin << ", " << t << " threads";
+      }
+  set_thread_count(threads);
 }
 
 // Histogram calibration keeps pass 0's values for pass 1 within kept_activation_bytes and runs
@@ -243,16 +297,20 @@ TEST(Calibration, KeptValuesAndThreadCountsGiveTheSameModelBytes) {
   for (Calibration m : {Calibration::kMinMax, Calibration::kPercentile, Calibration::kEntropy}) {
     QuantizeOptions o;
     o.method = m;
-    o.kept_activation_bytes = 0;  // pass 1 runs every sample again: main's way
+    o.kept_activation_bytes = 0;  // pass 1 runs every sample again
+    o.percentile_tail_margin = 0;
     set_thread_count(1);
     const auto reference = onnxio::save_onnx_bytes(quantize(g, samples, o));
     for (const std::size_t budget : {std::size_t{20000}, QuantizeOptions{}.kept_activation_bytes})
-      for (const unsigned t : {1u, 2u, 3u}) {
-        set_thread_count(t);
-        o.kept_activation_bytes = budget;
-        EXPECT_TRUE(onnxio::save_onnx_bytes(quantize(g, samples, o)) == reference)
-            << calibration_name(m) << ", " << budget << " bytes kept, " << t << " threads";
-      }
+      for (const double margin : {0.0, QuantizeOptions{}.percentile_tail_margin})
+        for (const unsigned t : {1u, 2u, 3u}) {
+          set_thread_count(t);
+          o.kept_activation_bytes = budget;
+          o.percentile_tail_margin = margin;
+          EXPECT_TRUE(onnxio::save_onnx_bytes(quantize(g, samples, o)) == reference)
+              << calibration_name(m) << ", " << budget << " bytes kept, tail margin " << margin
+              << ", " << t << " threads";
+        }
   }
   set_thread_count(threads);
 }
