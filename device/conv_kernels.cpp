@@ -615,6 +615,30 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
   return true;
 }
 
+const std::uint32_t* join_block_pairs(const DenseConv& c, PackedQuads& p, std::uint32_t bias) {
+  PackedWeights* kept = c.packs ? (bias ? &c.packs->joined128 : &c.packs->joined0) : nullptr;
+  std::vector<std::uint32_t>& joined = kept ? kept->w : p.own_joined;
+  constexpr std::uint64_t kRow = 2 * kGemmBlock;  // 16 words, 64 bytes
+  const auto aligned = [&] {
+    const auto at = reinterpret_cast<std::uintptr_t>(joined.data());
+    return joined.data() + (64 - at % 64) % 64 / sizeof(std::uint32_t);
+  };
+  const auto fill = [&] {
+    const std::uint64_t steps = p.live.size(), blocks = p.kn_padded / kGemmBlock;
+    joined.assign((blocks + 1) / 2 * steps * kRow + kRow, 0);  // a row more to align
+    std::uint32_t* out = aligned();
+    for (std::uint64_t b = 0; b < blocks; ++b)
+      for (std::uint64_t s = 0; s < steps; ++s)
+        std::copy_n(p.live_w_data + (b * steps + s) * kGemmBlock, kGemmBlock,
+                    out + (b / 2 * steps + s) * kRow + b % 2 * kGemmBlock);
+  };
+  if (kept)
+    kept->fill_once(fill);
+  else
+    fill();
+  return aligned();
+}
+
 namespace {
 // The GEMM form's plain C++ tiles; product(x, w) is one word's products summed.
 template <typename Product>
@@ -758,6 +782,8 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
     wq = p.wq, kn_padded = p.kn_padded, split = c.split / 2, plane_words = p.plane_words;
     tap_offset = p.tap_offset.data();
   }
+  if (quads && quad_blocks == kGemmVnniBlocks)
+    op.w_joined = join_block_pairs(c, packed_quads, shifted ? 128 : 0);
   // The live steps only (live_steps): an all-zero (group, tap) adds nothing to any sum.
   op.steps = live.size();
   std::vector<std::int64_t>& offset = thread_buffer<std::int64_t, GemmOffsetTag>();

@@ -55,6 +55,9 @@ struct PackedWeights {
 };
 struct WeightPacks {
   PackedWeights pairs, pairs8, quads128, quads0;
+  // quads128's and quads0's live weights joined for the AVX-512 VNNI zmm tiles, in w
+  // (join_block_pairs).
+  PackedWeights joined128, joined0;
   PackedWeights winograd;  // U = G' g G'^T in w (device/conv_winograd.h)
 };
 
@@ -322,7 +325,16 @@ struct PackedQuads {
   // At bias 0, pair_steps of the live steps (else empty): its own or the packs copy's.
   StepPairs own_pairs;
   const StepPairs* step_pairs = nullptr;
+  // join_block_pairs' result when there is no packs copy to keep it in.
+  std::vector<std::uint32_t> own_joined;
 };
+
+// The live weights (live_w_data) with blocks 2j and 2j + 1 of each step side by side in one
+// 64-byte-aligned row of 16 words, [kn_padded / 16 rounded up][steps][16] (an odd last block
+// beside zeros): one aligned zmm load per step where the blocks' own rows take two masked
+// broadcasts, each also a port-5 uop beside vpdpbusd's (BM_DenseConv, AVX-512 Xeon: 3x3 and
+// 1x1 shapes 10-20 % faster). Kept in conv.packs when it has them, once; `bias` as pack_quads'.
+const std::uint32_t* join_block_pairs(const DenseConv& conv, PackedQuads& p, std::uint32_t bias);
 
 // Interleaves 4 int8 planes of n values into n words (byte b of dst[i] = src[b][i], 0 for a
 // null src[b]) and says whether every value read was >= 0 (the AVX2 one is vector work).
@@ -368,6 +380,9 @@ struct GemmOperands {
   const std::int64_t* offset = nullptr;
   std::uint64_t steps = 0;
   const std::uint32_t* w = nullptr;  // [kn_padded / 8][steps][8]
+  // w as join_block_pairs gives it, [kn_padded / 16][steps][16]: set when the tiles take 4
+  // blocks a call (kGemmVnniBlocks), which the AVX-512 VNNI zmm tiles read.
+  const std::uint32_t* w_joined = nullptr;
   // The u8 quads' pairs (pair_steps, set_step_pairs), or single_begin null (every step single:
   // the int16 pairs, and quads without live steps). Group g = kb / 2 leaves single the steps
   // singles[single_begin[g]] .. singles[single_begin[g + 1] - 1] and takes the others two at a

@@ -33,8 +33,7 @@ namespace npukit::device::conv_kernels::detail {
 #define NPUKIT_AVX512VNNI __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vnni")))
 
 // The two vector widths of the tiles: a ymm vector holds one block of 8 output channels, a zmm
-// vector two (blocks 2z and 2z + 1 in vector z, their weight rows joined by masked broadcasts,
-// which leave no half undefined).
+// vector two (blocks 2z and 2z + 1 in vector z, one row of GemmOperands::w_joined a step).
 struct Ymm {
   using Vec = __m256i;
   static constexpr int kBlocks = 1;
@@ -50,8 +49,9 @@ struct Ymm {
     return _mm256_set1_epi32(static_cast<int>(x));
   }
   NPUKIT_AVX512VNNI static Vec dot(Vec acc, Vec x, Vec w) { return _mm256_dpbusd_epi32(acc, x, w); }
-  NPUKIT_AVX512VNNI static Vec weights(const std::uint32_t* block, std::uint64_t) {
-    return load(block);
+  // Block kb's weight rows: [steps][8].
+  static const std::uint32_t* rows(const GemmOperands& op, std::uint64_t kb) {
+    return op.w + kb * op.steps * kGemmBlock;
   }
 };
 struct Zmm {
@@ -65,9 +65,10 @@ struct Zmm {
     return _mm512_set1_epi32(static_cast<int>(x));
   }
   NPUKIT_AVX512VNNI static Vec dot(Vec acc, Vec x, Vec w) { return _mm512_dpbusd_epi32(acc, x, w); }
-  NPUKIT_AVX512VNNI static Vec weights(const std::uint32_t* block, std::uint64_t w_block) {
-    return _mm512_mask_broadcast_i64x4(_mm512_maskz_broadcast_i64x4(0x0F, Ymm::load(block)), 0xF0,
-                                       Ymm::load(block + w_block));
+  // Blocks kb and kb + 1 (kb even) side by side: [steps][16] (join_block_pairs).
+  static const std::uint32_t* rows(const GemmOperands& op, std::uint64_t kb) {
+    if (!op.w_joined) fail("dense_conv: AVX-512 VNNI zmm tiles without joined weights");
+    return op.w_joined + kb / 2 * op.steps * 2 * kGemmBlock;
   }
 };
 
@@ -79,13 +80,13 @@ struct Zmm {
 // from one pointer at a fixed displacement; with 8 pointers the general registers run out and
 // one is moved in from a vector register on every step.
 template <int P, int V, typename W, bool kContiguous>
-NPUKIT_AVX512VNNI static inline void gemm_tile(const GemmOperands& op, const std::uint32_t* w,
+NPUKIT_AVX512VNNI static inline void gemm_tile(const GemmOperands& op, std::uint64_t kb,
                                                const std::int32_t* start, const std::uint64_t* q,
                                                std::uint64_t s_begin, std::uint64_t s_end,
                                                bool accumulate, std::int32_t* y) {
   constexpr int N = V / W::kBlocks;  // vectors per pixel
   constexpr std::uint64_t kLanes = kGemmBlock * W::kBlocks;
-  const std::uint64_t w_block = op.steps * kGemmBlock;
+  const std::uint64_t w_vector = op.steps * kLanes;  // from one vector's rows to the next's
   typename W::Vec acc[P][N];
 #pragma GCC unroll 16
   for (int i = 0; i < P; ++i)
@@ -98,12 +99,12 @@ NPUKIT_AVX512VNNI static inline void gemm_tile(const GemmOperands& op, const std
   const std::uint32_t* xi[P];
 #pragma GCC unroll 16
   for (int i = 0; i < P; ++i) xi[i] = op.x + q[i];
-  const std::uint32_t* wp = w + s_begin * kGemmBlock;
-  for (std::uint64_t j = s_begin; j < s_end; ++j, wp += kGemmBlock) {
+  const std::uint32_t* wp = W::rows(op, kb) + s_begin * kLanes;
+  for (std::uint64_t j = s_begin; j < s_end; ++j, wp += kLanes) {
     const std::int64_t off = op.offset[j];
     typename W::Vec wv[N];
 #pragma GCC unroll 8
-    for (int v = 0; v < N; ++v) wv[v] = W::weights(wp + W::kBlocks * v * w_block, w_block);
+    for (int v = 0; v < N; ++v) wv[v] = W::load(wp + v * w_vector);
 #pragma GCC unroll 16
     for (int i = 0; i < P; ++i) {
       const typename W::Vec b = W::broadcast(kContiguous ? xi[0][off + i] : xi[i][off]);
@@ -121,16 +122,16 @@ NPUKIT_AVX512VNNI static inline void gemm_tile(const GemmOperands& op, const std
 // The tile of V blocks: zmm vectors for 4, ymm for 1 and 2; the contiguous form when the pixels
 // lie in one output row (q increases, so a span of P - 1 means consecutive words).
 template <int P, int V>
-NPUKIT_AVX512VNNI static inline void gemm_tile_vnni(const GemmOperands& op, const std::uint32_t* w,
+NPUKIT_AVX512VNNI static inline void gemm_tile_vnni(const GemmOperands& op, std::uint64_t kb,
                                                     const std::int32_t* start,
                                                     const std::uint64_t* q, std::uint64_t s_begin,
                                                     std::uint64_t s_end, bool accumulate,
                                                     std::int32_t* y) {
   using Vec = std::conditional_t<(V % 2 == 0 && V > 2), Zmm, Ymm>;
   if (q[P - 1] - q[0] == P - 1)
-    gemm_tile<P, V, Vec, true>(op, w, start, q, s_begin, s_end, accumulate, y);
+    gemm_tile<P, V, Vec, true>(op, kb, start, q, s_begin, s_end, accumulate, y);
   else
-    gemm_tile<P, V, Vec, false>(op, w, start, q, s_begin, s_end, accumulate, y);
+    gemm_tile<P, V, Vec, false>(op, kb, start, q, s_begin, s_end, accumulate, y);
 }
 
 template <int V>
@@ -139,7 +140,6 @@ NPUKIT_AVX512VNNI static void gemm_blocks_vnni(const GemmOperands& op, std::uint
                                                std::uint64_t s_begin, std::uint64_t s_end,
                                                bool accumulate, std::int32_t* y) {
   constexpr int P = 8;  // the largest tile
-  const std::uint32_t* w = op.w + kb * op.steps * kGemmBlock;
   // The offset quads' start of these steps' sums (GemmOperands::offset_first / offset_all).
   alignas(32) std::int32_t start_lanes[V * kGemmBlock];
   const std::int32_t* start = op.starts(s_begin, s_end) ? start_lanes : nullptr;
@@ -151,7 +151,7 @@ NPUKIT_AVX512VNNI static void gemm_blocks_vnni(const GemmOperands& op, std::uint
   for (std::uint64_t t = 0, i = 0; t < tiles; ++t) {
     const std::uint64_t size = (n - i) / (tiles - t) + ((n - i) % (tiles - t) != 0);
     const auto run = [&](auto tile) NPUKIT_AVX512VNNI {
-      tile(op, w, start, q + i, s_begin, s_end, accumulate, y + i * kGemmK);
+      tile(op, kb, start, q + i, s_begin, s_end, accumulate, y + i * kGemmK);
     };
     // The tile of this size, one compile-time size per alternative (1..P).
     [&]<std::size_t... S>(std::index_sequence<S...>) NPUKIT_AVX512VNNI {
