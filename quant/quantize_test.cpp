@@ -46,6 +46,15 @@ ir::Graph relu_graph() {
   return g;
 }
 
+// y = Neg(x) over n values: |y| = |x|, measured as a node output and as a graph input.
+ir::Graph neg_graph(std::int64_t n) {
+  ir::Graph g = relu_graph();
+  g.tensors["x"].shape = {1, n};
+  g.tensors["y"] = ir::Tensor{"y", ir::DType::kFloat32, {1, n}, {}};
+  g.nodes = {ir::Node{"neg", "Neg", "", {"x"}, {"y"}, {}}};
+  return g;
+}
+
 std::vector<ref::TensorMap> relu_samples() {
   return {{{"x", ir::make_tensor<float>({1, 4}, {-3.0f, 1.0f, 0.5f, 2.0f}, "x")}},
           {{"x", ir::make_tensor<float>({1, 4}, {0.25f, -1.0f, 2.5f, 0.0f}, "x")}}};
@@ -208,10 +217,7 @@ TEST(Calibration, AReluInputTakesTheReluOutputsThreshold) {
 // and a length that is not a multiple of 4.
 TEST(Calibration, KeptValuesWithoutTheirZerosGiveTheSameThresholds) {
   const std::int64_t n = 103;
-  ir::Graph g = relu_graph();
-  g.tensors["x"].shape = {1, n};
-  g.tensors["y"] = ir::Tensor{"y", ir::DType::kFloat32, {1, n}, {}};
-  g.nodes = {ir::Node{"neg", "Neg", "", {"x"}, {"y"}, {}}};
+  const ir::Graph g = neg_graph(n);
   std::vector<ref::TensorMap> samples;
   for (std::size_t k = 0; k < 3; ++k) {
     std::vector<float> v(static_cast<std::size_t>(n));
@@ -239,10 +245,7 @@ TEST(Calibration, KeptValuesWithoutTheirZerosGiveTheSameThresholds) {
 TEST(Calibration, PercentileFromTheTailEqualsTheWholeHistogram) {
   const std::int64_t n = 10007;
   constexpr std::size_t kSamples = 4;
-  ir::Graph g = relu_graph();
-  g.tensors["x"].shape = {1, n};
-  g.tensors["y"] = ir::Tensor{"y", ir::DType::kFloat32, {1, n}, {}};
-  g.nodes = {ir::Node{"neg", "Neg", "", {"x"}, {"y"}, {}}};
+  const ir::Graph g = neg_graph(n);
   std::vector<ref::TensorMap> samples;
   std::vector<float> all;
   std::uint32_t state = 12345;
