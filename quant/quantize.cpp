@@ -370,6 +370,18 @@ struct Stats {
   float tail_cut = -1;
 };
 
+// The |x| histogram's bin of a value: `bins` equal bins over [0, max_abs], the top one closed.
+// Pass 1 (its SSE2 lanes do the same products, minimum and truncation) and the percentile's tail
+// both count with it.
+struct BinOf {
+  double per_unit, last;
+  BinOf(std::size_t bins, float max_abs)
+      : per_unit(static_cast<double>(bins) / max_abs), last(static_cast<double>(bins - 1)) {}
+  std::size_t operator()(float v) const {
+    return static_cast<std::size_t>(std::min(last, std::fabs(v) * per_unit));
+  }
+};
+
 // Keeps the largest `target` values of s.tail; the largest one dropped raises s.tail_cut.
 void prune_tail(Stats& s, std::size_t target) {
   if (s.tail.size() <= target) return;
@@ -414,9 +426,7 @@ void keep_tail(Stats& s, const float* p, std::size_t n, double share) {
 // bin on - tail_cut itself) fall short of percentile_threshold's mark. Else empty.
 std::vector<std::uint64_t> tail_histogram(const Stats& s, std::size_t bins, double percentile) {
   std::vector<std::uint64_t> out(bins, 0);
-  const double per_unit = static_cast<double>(bins) / s.max_abs;
-  const double last = static_cast<double>(bins - 1);
-  auto bin_of = [&](float a) { return static_cast<std::size_t>(std::min(last, a * per_unit)); };
+  const BinOf bin_of(bins, s.max_abs);
   for (const float a : s.tail) ++out[bin_of(a)];
   if (s.tail_cut < 0) return out;  // nothing left out: the whole histogram
   const std::size_t cut_bin = bin_of(s.tail_cut);
@@ -479,13 +489,9 @@ void accumulate(Stats& s, const std::string& name, const std::string& where, int
     s.max_abs = max_abs;
     if (tail_share > 0) keep_tail(s, p, n, tail_share);
   } else if (s.max_abs > 0) {
-    const double per_unit = static_cast<double>(s.bins.size()) / s.max_abs;
-    const double last = static_cast<double>(s.bins.size() - 1);
+    const BinOf bin_of(s.bins.size(), s.max_abs);
     const bool signs = !s.negative.empty();  // entropy calibration only
     const std::size_t bins = s.bins.size();
-    auto bin_of = [&](float v) {
-      return static_cast<std::size_t>(std::min(last, std::fabs(v) * per_unit));
-    };
     if (signs) {
       for (std::size_t i = 0; i < n; ++i) {
         const std::size_t bin = bin_of(p[i]);
@@ -510,7 +516,7 @@ void accumulate(Stats& s, const std::string& name, const std::string& where, int
       // the zeros per 4-lane mask (a table: the baseline CPU has no popcnt instruction).
       constexpr unsigned char kBits[16] = {0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4};
       const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7FFFFFFF));
-      const __m128d scale = _mm_set1_pd(per_unit), top = _mm_set1_pd(last);
+      const __m128d scale = _mm_set1_pd(bin_of.per_unit), top = _mm_set1_pd(bin_of.last);
       for (; i + 4 <= end; i += 4) {
         const __m128 v = _mm_loadu_ps(p + i);
         zeros += kBits[_mm_movemask_ps(_mm_cmpeq_ps(v, _mm_setzero_ps()))];
