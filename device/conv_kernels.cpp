@@ -782,7 +782,7 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
     wq = p.wq, kn_padded = p.kn_padded, split = c.split / 2, plane_words = p.plane_words;
     tap_offset = p.tap_offset.data();
   }
-  if (quads && quad_blocks == kGemmVnniBlocks)
+  if (quads && quad_blocks >= 4)  // the zmm tiles
     op.w_joined = join_block_pairs(c, packed_quads, shifted ? 128 : 0);
   // The live steps only (live_steps): an all-zero (group, tap) adds nothing to any sum.
   op.steps = live.size();

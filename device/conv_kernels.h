@@ -380,8 +380,8 @@ struct GemmOperands {
   const std::int64_t* offset = nullptr;
   std::uint64_t steps = 0;
   const std::uint32_t* w = nullptr;  // [kn_padded / 8][steps][8]
-  // w as join_block_pairs gives it, [kn_padded / 16][steps][16]: set when the tiles take 4
-  // blocks a call (kGemmVnniBlocks), which the AVX-512 VNNI zmm tiles read.
+  // w as join_block_pairs gives it, [kn_padded / 16][steps][16]: set when the tiles take 4 or
+  // more blocks a call (kGemmVnniBlocks), which the AVX-512 VNNI zmm tiles read.
   const std::uint32_t* w_joined = nullptr;
   // The u8 quads' pairs (pair_steps, set_step_pairs), or single_begin null (every step single:
   // the int16 pairs, and quads without live steps). Group g = kb / 2 leaves single the steps
@@ -422,13 +422,14 @@ bool takes_pairs(const GemmOperands& op, std::uint64_t kb);
 std::uint64_t pair_boundary(const GemmOperands& op, std::uint64_t kb, std::uint64_t s);
 // y[i * kGemmK + b * 8 + j] (+)= the sum over steps [s_begin, s_end) for virtual output q[i]
 // (i < n) and output channel (kb + b) * 8 + j, b < blocks; accumulate = false starts at 0.
-// blocks is at most 2, or kGemmVnniBlocks for the AVX-512 VNNI tiles (and the plain C++ ones,
-// which take any count).
+// blocks is at most 2, or kGemmVnniBlocks (a work unit's 64 channels) for the AVX-512 VNNI
+// tiles (and the plain C++ ones, which take any count).
 using GemmTilesFn = void(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
                          const std::uint64_t* q, std::uint64_t n, std::uint64_t s_begin,
                          std::uint64_t s_end, bool accumulate, std::int32_t* y);
 using GemmTiles = GemmTilesFn*;
-constexpr std::uint64_t kGemmVnniBlocks = 4;
+constexpr std::uint64_t kGemmVnniBlocks = 8;
+static_assert(kGemmVnniBlocks * kGemmBlock == kGemmK);
 // Plain C++ (int16 pair products, or u8 x s8 quad products), and AVX2 (_mm256_madd_epi16, or
 // _mm256_maddubs_epi16 then _mm256_madd_epi16 by ones: exact for inputs 0..127, see PackedQuads),
 // and AVX-512 VNNI (vpdpbusd, quads only: the plain ones, or those of x + 128 with their starts).

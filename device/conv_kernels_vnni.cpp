@@ -7,11 +7,16 @@
 // int32 by the bound in conv_kernels.cpp, so they are exact. The paired steps of the AVX2 u8
 // tiles (pair_steps) are not needed: there is no int16 stage.
 //
-// Tiles of 2 blocks (16 channels) hold a pixel's sums in ymm vectors; tiles of 4 blocks (32
-// channels) in zmm ones, two blocks' weights joined per vector: each broadcast input then feeds
-// 32 channels, half the loads per product, which the 1x1 convs with long sums (the 7x7 and
-// 14x14 layers of resnet50) need more than the 3x3 ones (BM_DenseConv, one thread: 1x1 2048 ->
-// 512 on 7x7 165 -> 194 G MAC/s; inside `npukit eval` resnet50's layer4 convs 8-23 % faster).
+// Tiles of 2 blocks (16 channels) hold a pixel's sums in ymm vectors; tiles of 4 and 8 blocks
+// (32 and 64 channels) in zmm ones, two blocks' weights joined per vector: each broadcast input
+// then feeds 32 or 64 channels, fewer loads per product, which the 1x1 convs with long sums
+// (the 7x7 and 14x14 layers of resnet50) need more than the 3x3 ones (BM_DenseConv, one thread:
+// 1x1 2048 -> 512 on 7x7 165 -> 194 G MAC/s at 4 blocks; inside `npukit eval` resnet50's layer4
+// convs 8-23 % faster). A work unit's 64 channels go in one call of 8 blocks: 6 pixels x 4
+// vectors, 24 sums, take 10 loads (4 weight vectors, 6 broadcasts) per 24 vpdpbusd where 8 x 2
+// take 10 per 16 (AVX-512 Xeon, best of 12 runs: 1x1 1024 -> 256 on 14x14 261 -> 288 G MAC/s,
+// 2048 -> 512 on 7x7 229 -> 260, 3x3 256 on 14x14 330 -> 339; summing the steps in chunks, as
+// the AVX2 tiles do, gained nothing on top).
 //
 // Compiled with their own target attribute; dense_conv only calls them after the resolver
 // (common/cpu.h) has seen the CPU support AVX-512 VNNI.
@@ -75,7 +80,8 @@ struct Zmm {
 // A register tile of P pixels x V blocks of 8 output channels over steps [s_begin, s_end): per
 // step, the V blocks' weights loaded and each pixel's input word broadcast once into all of
 // them. `start` (8 V lanes, or null) is added to every pixel's sums first. P = 8 with V = 2 in
-// ymm or V = 4 in zmm is 16 sums, 2 weight vectors and a broadcast of the 32 registers.
+// ymm or V = 4 in zmm is 16 sums, 2 weight vectors and a broadcast of the 32 registers; P = 6
+// with V = 8 is 24 sums, 4 weight vectors and a broadcast.
 // kContiguous: the pixels' words are consecutive (q[i] = q[0] + i), so every broadcast reads
 // from one pointer at a fixed displacement; with 8 pointers the general registers run out and
 // one is moved in from a vector register on every step.
@@ -119,7 +125,7 @@ NPUKIT_AVX512VNNI static inline void gemm_tile(const GemmOperands& op, std::uint
       W::store(y + static_cast<std::uint64_t>(i) * kGemmK + kLanes * v, acc[i][v]);
 }
 
-// The tile of V blocks: zmm vectors for 4, ymm for 1 and 2; the contiguous form when the pixels
+// The tile of V blocks: zmm vectors for 4 and 8, ymm for 1 and 2; the contiguous form when the pixels
 // lie in one output row (q increases, so a span of P - 1 means consecutive words).
 template <int P, int V>
 NPUKIT_AVX512VNNI static inline void gemm_tile_vnni(const GemmOperands& op, std::uint64_t kb,
@@ -139,7 +145,7 @@ NPUKIT_AVX512VNNI static void gemm_blocks_vnni(const GemmOperands& op, std::uint
                                                const std::uint64_t* q, std::uint64_t n,
                                                std::uint64_t s_begin, std::uint64_t s_end,
                                                bool accumulate, std::int32_t* y) {
-  constexpr int P = 8;  // the largest tile
+  constexpr int P = V == 8 ? 6 : 8;  // the largest tile (gemm_tile)
   // The offset quads' start of these steps' sums (GemmOperands::offset_first / offset_all).
   alignas(32) std::int32_t start_lanes[V * kGemmBlock];
   const std::int32_t* start = op.starts(s_begin, s_end) ? start_lanes : nullptr;
@@ -165,7 +171,14 @@ NPUKIT_AVX512VNNI static void gemm_blocks_vnni(const GemmOperands& op, std::uint
 void gemm_quads_avx512vnni(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
                            const std::uint64_t* q, std::uint64_t n, std::uint64_t s_begin,
                            std::uint64_t s_end, bool accumulate, std::int32_t* y) {
+  if (blocks > 4 && blocks < 8) {  // a unit's last channels: 4 blocks, then the rest
+    gemm_blocks_vnni<4>(op, kb, q, n, s_begin, s_end, accumulate, y);
+    return gemm_quads_avx512vnni(op, kb + 4, blocks - 4, q, n, s_begin, s_end, accumulate,
+                                 y + 4 * kGemmBlock);
+  }
   switch (blocks) {
+    case 8:
+      return gemm_blocks_vnni<8>(op, kb, q, n, s_begin, s_end, accumulate, y);
     case 4:
       return gemm_blocks_vnni<4>(op, kb, q, n, s_begin, s_end, accumulate, y);
     case 3:
