@@ -125,8 +125,8 @@ NPUKIT_AVX512VNNI static inline void gemm_tile(const GemmOperands& op, std::uint
       W::store(y + static_cast<std::uint64_t>(i) * kGemmK + kLanes * v, acc[i][v]);
 }
 
-// The tile of V blocks: zmm vectors for 4 and 8, ymm for 1 and 2; the contiguous form when the pixels
-// lie in one output row (q increases, so a span of P - 1 means consecutive words).
+// The tile of V blocks: zmm vectors for 4 and 8, ymm for 1 and 2; the contiguous form when the
+// pixels lie in one output row (q increases, so a span of P - 1 means consecutive words).
 template <int P, int V>
 NPUKIT_AVX512VNNI static inline void gemm_tile_vnni(const GemmOperands& op, std::uint64_t kb,
                                                     const std::int32_t* start,
