@@ -201,9 +201,11 @@ bool eltwise_words(LayerContext& ctx, const EltwiseLaneParams& lane, const Activ
   const int act = cfg.act_en ? cfg.act_type : -1;
   if (layout.channel_group != 8 || layout.pixels_per_word != 4 || cfg.gbl_pool_en || cfg.bias_en ||
       !cfg.quant_en || act > 1 || cfg.act_param < 0 || cfg.quant_shift < 0 ||
-      cfg.quant_shift + fp_cast > 62 ||
-      !cpu::path_allowed(cpu::resolve(Isa::kAuto, "eltwise words"), Isa::kAvx2))
+      cfg.quant_shift + fp_cast > 62)
     return false;
+  const Isa level = cpu::resolve(Isa::kAuto, "eltwise words");
+  if (!cpu::path_allowed(level, Isa::kAvx2)) return false;
+  const bool avx512 = cpu::path_allowed(level, Isa::kAvx512Vnni);
   const OutputConfig out = OutputConfig::from(ctx.require_output());
   const std::uint64_t bytes = layout.bytes(), o = out.output_addr;
   auto apart_or_same = [&](std::uint64_t in) {
@@ -251,7 +253,7 @@ bool eltwise_words(LayerContext& ctx, const EltwiseLaneParams& lane, const Activ
       });
     wrapped += detail::eltwise_quantized_bytes_avx2(
         lane, reinterpret_cast<const std::int8_t*>(a), reinterpret_cast<const std::int8_t*>(b), y,
-        n, cfg.quant_scale, cfg.quant_shift, fp_cast, act, cfg.act_param);
+        n, cfg.quant_scale, cfg.quant_shift, fp_cast, act, cfg.act_param, avx512);
     if (padded) each_padding_byte([&](std::uint64_t e) { y[e] = 0; });
   };
   // Addresses and pages are multiples of 32, so every page piece is whole words. A page never

@@ -48,6 +48,28 @@ bool eltwise_zero_point_wraps(std::int8_t x, std::int32_t zero);
 std::uint64_t eltwise_span(const EltwiseLaneParams& p, const std::int8_t* a, const std::int8_t* b,
                            std::int32_t* out, std::uint64_t n, Isa isa = Isa::kAuto);
 namespace detail {
+// Add and sub with both zero points 0 (the compiler's symmetric activations), in 16-bit limbs.
+// The quantizer's input is v = a * A + b * B (a, b the int8 operands, A and B their scales, B
+// negated for sub), and its output floor((v * s + h) / 2^T) before the int8 clamp, so with
+// C_a = A * s and C_b = B * s the whole product is a * C_a + b * C_b + h. Split each C into
+// c1 * 2^16 + c0, c0 in [-2^15, 2^15) and c1 in int16 (checked: |C| below about 2^31), and
+// h into H * 2^16 + h0, h0 in [0, 2^16). Then, for T >= 16,
+//   floor((v * s + h) / 2^T) = floor((S1 + H + floor((S0 + h0) / 2^16)) / 2^(T - 16)),
+// S_k = a * c_k,a + b * c_k,b: one _mm256_madd_epi16 on the operands as int16 pairs each. Every
+// sum fits int32 (|S_k| <= 2^23, |H| <= 2^25), so the result is exact for every input without
+// the clamp to the quantizer's input bounds; the saturating packs then clamp it to int8.
+struct LimbPlan {
+  bool usable = false;
+  std::int16_t c0_a = 0, c0_b = 0, c1_a = 0, c1_b = 0;
+  std::int32_t h0 = 0, h_high = 0;
+  int count = 0;  // T - 16
+};
+LimbPlan limb_plan(const EltwiseLaneParams& p, std::int32_t scale, int shift, int fp_cast_shift);
+// The plan's values 64 a step in zmm vectors (vpdpwssd for each limb's multiply and add), the
+// AVX-512 VNNI level's part of eltwise_quantized_bytes_avx2: returns how many it did (n rounded
+// down to 64); act as there.
+std::uint64_t limb_bytes_avx512(const LimbPlan& plan, const std::int8_t* a, const std::int8_t* b,
+                                std::uint8_t* out, std::uint64_t n, int act, std::int32_t clip);
 std::uint64_t eltwise_span_avx2(const EltwiseLaneParams& p, const std::int8_t* a,
                                 const std::int8_t* b, std::int32_t* out, std::uint64_t n);
 // out[i] = the low byte of values[i], for values in [-128, 127] (the quantizer's output).
@@ -56,11 +78,12 @@ void int8_values_to_bytes_avx2(const std::int32_t* values, std::uint8_t* out, st
 // act as there), then int8_values_to_bytes_avx2, in one pass for add and sub: 32 values a step
 // from the operands' bytes to the output's in registers (the output may be an operand: each
 // step reads its bytes before writing them). Other types, and the last n % 32 values, go
-// through the three passes. Returns the wrapped count, as eltwise_span.
+// through the three passes. Returns the wrapped count, as eltwise_span. avx512 (the AVX-512 VNNI
+// level only): a LimbPlan's values 64 a step first (limb_bytes_avx512), the AVX2 ones after.
 std::uint64_t eltwise_quantized_bytes_avx2(const EltwiseLaneParams& p, const std::int8_t* a,
                                            const std::int8_t* b, std::uint8_t* out, std::uint64_t n,
                                            std::int32_t scale, int shift, int fp_cast_shift,
-                                           int act, std::int32_t clip);
+                                           int act, std::int32_t clip, bool avx512 = false);
 }  // namespace detail
 
 // Registers run_eltwise with the block registry (block.h).

@@ -130,22 +130,8 @@ __attribute__((target("avx2"))) std::uint64_t quantized_blocks(
              : quantized_blocks<kType, kAct, true>(p, a, b, out, n, quant, wrapped);
 }
 
-// Add and sub with both zero points 0 (the compiler's symmetric activations), in 16-bit limbs.
-// The quantizer's input is v = a * A + b * B (a, b the int8 operands, A and B their scales, B
-// negated for sub), and its output floor((v * s + h) / 2^T) before the int8 clamp, so with
-// C_a = A * s and C_b = B * s the whole product is a * C_a + b * C_b + h. Split each C into
-// c1 * 2^16 + c0, c0 in [-2^15, 2^15) and c1 in int16 (checked: |C| below about 2^31), and
-// h into H * 2^16 + h0, h0 in [0, 2^16). Then, for T >= 16,
-//   floor((v * s + h) / 2^T) = floor((S1 + H + floor((S0 + h0) / 2^16)) / 2^(T - 16)),
-// S_k = a * c_k,a + b * c_k,b: one _mm256_madd_epi16 on the operands as int16 pairs each. Every
-// sum fits int32 (|S_k| <= 2^23, |H| <= 2^25), so the result is exact for every input without
-// the clamp to the quantizer's input bounds; the saturating packs then clamp it to int8.
-struct LimbPlan {
-  bool usable = false;
-  std::int16_t c0_a = 0, c0_b = 0, c1_a = 0, c1_b = 0;
-  std::int32_t h0 = 0, h_high = 0;
-  int count = 0;  // T - 16
-};
+}  // namespace
+
 LimbPlan limb_plan(const EltwiseLaneParams& p, std::int32_t scale, int shift, int fp_cast_shift) {
   LimbPlan plan;
   const int total = shift + fp_cast_shift;
@@ -170,6 +156,8 @@ LimbPlan limb_plan(const EltwiseLaneParams& p, std::int32_t scale, int shift, in
   plan.usable = fits && (h >> 16) < (std::int64_t{1} << 26);
   return plan;
 }
+
+namespace {
 
 // 32 values a step (LimbPlan): the operands' bytes widened to int16 (a, b) pairs, 8 per vector
 // in the order [0..3 | 8..11], [4..7 | 12..15], [16..19 | 24..27], [20..23 | 28..31], which the
@@ -221,13 +209,15 @@ __attribute__((target("avx2"))) std::uint64_t limb_blocks(const LimbPlan& plan,
 
 __attribute__((target("avx2"))) std::uint64_t eltwise_quantized_bytes_avx2(
     const EltwiseLaneParams& p, const std::int8_t* a, const std::int8_t* b, std::uint8_t* out,
-    std::uint64_t n, std::int32_t scale, int shift, int fp_cast_shift, int act, std::int32_t clip) {
+    std::uint64_t n, std::int32_t scale, int shift, int fp_cast_shift, int act, std::int32_t clip,
+    bool avx512) {
   std::uint64_t wrapped = 0, i = 0;
   const LimbPlan plan = limb_plan(p, scale, shift, fp_cast_shift);
   if (plan.usable) {
-    i = act == 0   ? limb_blocks<0>(plan, a, b, out, n, clip)
-        : act == 1 ? limb_blocks<1>(plan, a, b, out, n, clip)
-                   : limb_blocks<-1>(plan, a, b, out, n, clip);
+    if (avx512) i = limb_bytes_avx512(plan, a, b, out, n, act, clip);
+    i += act == 0   ? limb_blocks<0>(plan, a + i, b + i, out + i, n - i, clip)
+         : act == 1 ? limb_blocks<1>(plan, a + i, b + i, out + i, n - i, clip)
+                    : limb_blocks<-1>(plan, a + i, b + i, out + i, n - i, clip);
   } else if (p.type == isa::EltType::kAdd || p.type == isa::EltType::kSub) {
     const Quantizer quant(scale, shift, fp_cast_shift, clip);
     const bool add = p.type == isa::EltType::kAdd;
@@ -270,7 +260,7 @@ __attribute__((target("avx2"))) void int8_values_to_bytes_avx2(const std::int32_
 
 std::uint64_t eltwise_quantized_bytes_avx2(const EltwiseLaneParams&, const std::int8_t*,
                                            const std::int8_t*, std::uint8_t*, std::uint64_t,
-                                           std::int32_t, int, int, int, std::int32_t) {
+                                           std::int32_t, int, int, int, std::int32_t, bool) {
   fail("eltwise: AVX2 on a CPU that is not x86");
 }
 
