@@ -330,6 +330,27 @@ struct RowWords {
   }
 };
 
+// Runs f(p, n, dst) over the pieces of the run of pixels p, p + step, ... (n of them) whose
+// words lie in one DRAM piece each (a group's 784 words at 56x56 span two 64 KiB pages about
+// half the time), so each call takes RowWords' one-piece addressing instead of a page lookup per
+// word (the standalone row packer, 256 channels of 56x56 in cache: 58 -> 44 us). Returns whether
+// every call did.
+template <typename F>
+bool by_pieces(const ImageWords& im, std::uint64_t group, std::uint64_t p, std::uint64_t n,
+               std::uint64_t step, std::uint32_t* dst, F&& f) {
+  bool ok = true;
+  while (n > 0) {
+    const std::uint64_t at = group + p / 4 + im.skew;  // the first word's place in the pieces
+    const std::uint64_t next_piece = (at >> im.piece_shift) + 1;
+    // The first pixel whose word is in the next piece, and how many of the run come before it.
+    const std::uint64_t limit = ((next_piece << im.piece_shift) - im.skew - group) * 4;
+    const std::uint64_t count = std::min(n, (limit - p + step - 1) / step);
+    ok &= f(p, count, dst);
+    p += count * step, dst += count, n -= count;
+  }
+  return ok;
+}
+
 // Step 1: one shuffle per DRAM word, the words the run starts or ends inside of stored under a
 // mask of their count of pixels (the shuffle's order moved on by the first pixel's place in the
 // word, masked out of the check too). Step 2: from p % 4 = 0 or 1, two words' pixels p % 4 and
@@ -342,6 +363,11 @@ __attribute__((target("avx2"))) bool quad_row_avx2(const ImageWords& im, std::ui
   if (step > 2) return quad_row_scalar(im, c0, lanes, p, n, step, dst);
   const std::uint64_t group = c0 / 8 * im.group_words();
   const RowWords words(im, group, (c0 % 8) * 4, p, n, step);
+  if (!words.one_piece)
+    return by_pieces(im, group, p, n, step, dst,
+                     [&](std::uint64_t from, std::uint64_t count, std::uint32_t* out) {
+                       return quad_row_avx2(im, c0, lanes, from, count, step, out);
+                     });
   auto half = [&](std::uint64_t pixel) __attribute__((target("avx2"), always_inline)) {
     return _mm_loadu_si128(reinterpret_cast<const __m128i*>(words(group + pixel / 4)));
   };
@@ -401,6 +427,14 @@ __attribute__((target("avx2"))) void pair_row_avx2(const ImageWords& im, std::ui
   if (step > 2) return pair_row_scalar(im, c0, lanes, p, n, step, dst);
   const std::uint64_t group = c0 / 8 * im.group_words();
   const RowWords words(im, group, (c0 % 8) * 4, p, n, step);
+  if (!words.one_piece) {
+    by_pieces(im, group, p, n, step, dst,
+              [&](std::uint64_t from, std::uint64_t count, std::uint32_t* out) {
+                pair_row_avx2(im, c0, lanes, from, count, step, out);
+                return true;
+              });
+    return;
+  }
   auto bytes8 = [&](std::uint64_t pixel) __attribute__((target("avx2"), always_inline)) {
     return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(words(group + pixel / 4)));
   };
