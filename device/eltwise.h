@@ -7,6 +7,7 @@
 #include "device/block.h"
 #include "isa/isa.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string_view>
 
@@ -63,8 +64,23 @@ struct LimbPlan {
   std::int16_t c0_a = 0, c0_b = 0, c1_a = 0, c1_b = 0;
   std::int32_t h0 = 0, h_high = 0;
   int count = 0;  // T - 16
+  // The limbs' multipliers as int16 pairs in one word (a's low, b's high): an operand pair
+  // (a, b) in the same order multiplied and summed with them gives S0 and S1.
+  std::int32_t low_pair() const { return pair(c0_a, c0_b); }
+  std::int32_t high_pair() const { return pair(c1_a, c1_b); }
+
+ private:
+  static std::int32_t pair(std::int16_t for_a, std::int16_t for_b) {
+    return static_cast<std::int32_t>(
+        (static_cast<std::uint32_t>(static_cast<std::uint16_t>(for_b)) << 16) |
+        static_cast<std::uint16_t>(for_a));
+  }
 };
 LimbPlan limb_plan(const EltwiseLaneParams& p, std::int32_t scale, int shift, int fp_cast_shift);
+// Clip's upper end as the byte the packed int8 outputs are held under (ActParam 0..127).
+inline char clip_byte(std::int32_t clip) {
+  return static_cast<char>(std::clamp(clip, std::int32_t{0}, std::int32_t{127}));
+}
 // The plan's values 64 a step in zmm vectors (vpdpwssd for each limb's multiply and add), the
 // AVX-512 VNNI level's part of eltwise_quantized_bytes_avx2: returns how many it did (n rounded
 // down to 64); act as there.

@@ -167,18 +167,12 @@ __attribute__((target("avx2"))) std::uint64_t limb_blocks(const LimbPlan& plan,
                                                           const std::int8_t* a,
                                                           const std::int8_t* b, std::uint8_t* out,
                                                           std::uint64_t n, std::int32_t clip) {
-  auto pair = [](std::int16_t for_a, std::int16_t for_b) {  // (a, b) pairs' multipliers
-    return static_cast<std::int32_t>(
-        (static_cast<std::uint32_t>(static_cast<std::uint16_t>(for_b)) << 16) |
-        static_cast<std::uint16_t>(for_a));
-  };
-  const __m256i c0 = _mm256_set1_epi32(pair(plan.c0_a, plan.c0_b));
-  const __m256i c1 = _mm256_set1_epi32(pair(plan.c1_a, plan.c1_b));
+  const __m256i c0 = _mm256_set1_epi32(plan.low_pair());
+  const __m256i c1 = _mm256_set1_epi32(plan.high_pair());
   const __m256i h0 = _mm256_set1_epi32(plan.h0), h_high = _mm256_set1_epi32(plan.h_high);
   const __m128i count = _mm_cvtsi32_si128(plan.count);
   const __m256i zero = _mm256_setzero_si256();
-  const __m256i high =
-      _mm256_set1_epi8(static_cast<char>(std::clamp(clip, std::int32_t{0}, std::int32_t{127})));
+  const __m256i high = _mm256_set1_epi8(clip_byte(clip));
   const auto quantize = [&](__m256i pairs) __attribute__((target("avx2"))) {
     const __m256i carry = _mm256_srai_epi32(_mm256_add_epi32(_mm256_madd_epi16(pairs, c0), h0), 16);
     const __m256i sum =

@@ -38,18 +38,12 @@ template <int kAct>
 NPUKIT_AVX512VNNI std::uint64_t limb_steps(const LimbPlan& plan, const std::int8_t* a,
                                            const std::int8_t* b, std::uint8_t* out, std::uint64_t n,
                                            std::int32_t clip) {
-  const auto pair = [](std::int16_t for_a, std::int16_t for_b) {  // (a, b) pairs' multipliers
-    return static_cast<std::int32_t>(
-        (static_cast<std::uint32_t>(static_cast<std::uint16_t>(for_b)) << 16) |
-        static_cast<std::uint16_t>(for_a));
-  };
-  const __m512i c0 = _mm512_set1_epi32(pair(plan.c0_a, plan.c0_b));
-  const __m512i c1 = _mm512_set1_epi32(pair(plan.c1_a, plan.c1_b));
+  const __m512i c0 = _mm512_set1_epi32(plan.low_pair());
+  const __m512i c1 = _mm512_set1_epi32(plan.high_pair());
   const __m512i h0 = _mm512_set1_epi32(plan.h0), h_high = _mm512_set1_epi32(plan.h_high);
   const __m128i count = _mm_cvtsi32_si128(plan.count);
   const __m512i zero = _mm512_setzero_si512();
-  const __m512i high =
-      _mm512_set1_epi8(static_cast<char>(std::clamp(clip, std::int32_t{0}, std::int32_t{127})));
+  const __m512i high = _mm512_set1_epi8(clip_byte(clip));
   const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
   const auto quantize = [&](__m512i pairs) NPUKIT_AVX512VNNI {
     const __m512i carry = _mm512_srai_epi32(_mm512_dpwssd_epi32(h0, pairs, c0), 16);
