@@ -817,7 +817,9 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
   plan.ow = ow, plan.wq = wq, plan.kn_padded = kn_padded;
   plan.snapshot_from = c.snapshot_from, plan.split_steps = split_steps;
   plan.per_call = quads ? quad_blocks : 2;
-  plan.chunk_steps = quads ? chunk_steps : 0;
+  // Not on the offset quads: their sums' starts are per phase (GemmOperands::start), and a
+  // chunk's cut falls inside one.
+  plan.chunk_steps = quads && !shifted ? chunk_steps : 0;
   if (later) {
     // The units run later, from `later`: it takes over the buffers their operands point into
     // (a vector's swap keeps its storage where it is) and leaves this thread its earlier ones.
@@ -911,16 +913,22 @@ namespace {
 bool gemm_level(Isa level) { return cpu::path_allowed(level, Isa::kAvx2); }
 
 // The GEMM form with the level's pieces (dense_conv, and dense_conv_rows): at the AVX-512 VNNI
-// level its tiles, on u8 quads always (x + 128 when an input is negative: 4 products per
-// vpdpbusd where the int16 pairs would give 2 per vpdpwssd); else the AVX2 ones (also at the
-// AVX-VNNI level: no CPU here has the VEX encoding to test a tile of its own on). The AVX2 tiles
-// sum long step lists in chunks (kGemmChunkSteps; measured on a Zen 3, the VNNI tiles were not).
+// and AVX-VNNI levels their vpdpbusd tiles, on u8 quads always (x + 128 when an input is
+// negative: 4 products per vpdpbusd where the int16 pairs would give 2 per vpdpwssd); else the
+// AVX2 ones. The tiles of 2 blocks a call (AVX2, AVX-VNNI) sum long step lists in chunks
+// (kGemmChunkSteps; measured on a Zen 3 with the AVX2 tiles); the zmm ones take a unit's 64
+// channels in one call and gained nothing from chunks (docs/performance.md, stop 49).
 void dense_conv_gemm_at(Isa level, const DenseConv& c, std::int32_t* acc, std::int32_t* snapshot,
                         const RowSink* sink, GemmUnits* later = nullptr) {
   using namespace detail;
   const bool vnni = cpu::path_allowed(level, Isa::kAvx512Vnni);
-  dense_conv_gemm(c, acc, snapshot, vnni ? gemm_quads_avx512vnni : gemm_quads_avx2, gemm_pairs_avx2,
-                  lanes_out_avx2, interleave_quads_avx2, {quad_row_avx2, pair_row_avx2}, sink, vnni,
+  const bool avx_vnni = cpu::path_allowed(level, Isa::kAvxVnni);
+  dense_conv_gemm(c, acc, snapshot,
+                  vnni       ? gemm_quads_avx512vnni
+                  : avx_vnni ? gemm_quads_avxvnni
+                             : gemm_quads_avx2,
+                  gemm_pairs_avx2, lanes_out_avx2, interleave_quads_avx2,
+                  {quad_row_avx2, pair_row_avx2}, sink, vnni || avx_vnni,
                   vnni ? kGemmVnniBlocks : 2, later, vnni ? 0 : kGemmChunkSteps);
 }
 }  // namespace

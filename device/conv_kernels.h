@@ -435,6 +435,9 @@ static_assert(kGemmVnniBlocks * kGemmBlock == kGemmK);
 // and AVX-512 VNNI (vpdpbusd, quads only: the plain ones, or those of x + 128 with their starts).
 GemmTilesFn gemm_pairs_scalar, gemm_quads_scalar, gemm_pairs_avx2, gemm_quads_avx2,
     gemm_quads_avx512vnni;
+// AVX-VNNI (VEX vpdpbusd on ymm vectors, quads only, at most 2 blocks a call, as quad_tiles
+// with offset_quads: x or x + 128 with the starts).
+GemmTilesFn gemm_quads_avxvnni;
 // The y rows of one work unit to output planes: out[k * out_stride + i] = y[i * kGemmK + k] for
 // k < k_count, i < n.
 using LanesOutFn = void(const std::int32_t* y, std::uint64_t n, std::uint64_t k_count,

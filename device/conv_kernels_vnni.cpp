@@ -37,28 +37,22 @@ namespace npukit::device::conv_kernels::detail {
 
 #define NPUKIT_AVX512VNNI __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vnni")))
 
+}  // namespace npukit::device::conv_kernels::detail
+
+#define NPUKIT_TILE_TARGET NPUKIT_AVX512VNNI
+#include "device/conv_gemm_tiles.h"
+
+namespace npukit::device::conv_kernels::detail {
+
+namespace {
 // The two vector widths of the tiles: a ymm vector holds one block of 8 output channels, a zmm
 // vector two (blocks 2z and 2z + 1 in vector z, one row of GemmOperands::w_joined a step).
-struct Ymm {
-  using Vec = __m256i;
-  static constexpr int kBlocks = 1;
-  NPUKIT_AVX512VNNI static Vec zero() { return _mm256_setzero_si256(); }
-  NPUKIT_AVX512VNNI static Vec load(const void* p) {
-    return _mm256_loadu_si256(static_cast<const __m256i*>(p));
-  }
-  NPUKIT_AVX512VNNI static void store(void* p, Vec v) {
-    _mm256_storeu_si256(static_cast<__m256i*>(p), v);
-  }
-  NPUKIT_AVX512VNNI static Vec add(Vec a, Vec b) { return _mm256_add_epi32(a, b); }
-  NPUKIT_AVX512VNNI static Vec broadcast(std::uint32_t x) {
-    return _mm256_set1_epi32(static_cast<int>(x));
-  }
-  NPUKIT_AVX512VNNI static Vec dot(Vec acc, Vec x, Vec w) { return _mm256_dpbusd_epi32(acc, x, w); }
-  // Block kb's weight rows: [steps][8].
-  static const std::uint32_t* rows(const GemmOperands& op, std::uint64_t kb) {
-    return op.w + kb * op.steps * kGemmBlock;
+struct EvexDot {
+  NPUKIT_AVX512VNNI static __m256i ymm(__m256i acc, __m256i x, __m256i w) {
+    return _mm256_dpbusd_epi32(acc, x, w);
   }
 };
+using Ymm = YmmOf<EvexDot>;
 struct Zmm {
   using Vec = __m512i;
   static constexpr int kBlocks = 2;
@@ -77,122 +71,44 @@ struct Zmm {
   }
 };
 
-// A register tile of P pixels x V blocks of 8 output channels over steps [s_begin, s_end): per
-// step, the V blocks' weights loaded and each pixel's input word broadcast once into all of
-// them. `start` (8 V lanes, or null) is added to every pixel's sums first. P = 8 with V = 2 in
-// ymm or V = 4 in zmm is 16 sums, 2 weight vectors and a broadcast of the 32 registers; P = 6
-// with V = 8 is 24 sums, 4 weight vectors and a broadcast.
-// kContiguous: the pixels' words are consecutive (q[i] = q[0] + i), so every broadcast reads
-// from one pointer at a fixed displacement; with 8 pointers the general registers run out and
-// one is moved in from a vector register on every step.
-template <int P, int V, typename W, bool kContiguous>
-NPUKIT_AVX512VNNI static inline void gemm_tile(const GemmOperands& op, std::uint64_t kb,
-                                               const std::int32_t* start, const std::uint64_t* q,
-                                               std::uint64_t s_begin, std::uint64_t s_end,
-                                               bool accumulate, std::int32_t* y) {
-  constexpr int N = V / W::kBlocks;  // vectors per pixel
-  constexpr std::uint64_t kLanes = kGemmBlock * W::kBlocks;
-  const std::uint64_t w_vector = op.steps * kLanes;  // from one vector's rows to the next's
-  typename W::Vec acc[P][N];
-#pragma GCC unroll 16
-  for (int i = 0; i < P; ++i)
-#pragma GCC unroll 8
-    for (int v = 0; v < N; ++v) {
-      const std::int32_t* row = y + static_cast<std::uint64_t>(i) * kGemmK + kLanes * v;
-      acc[i][v] = accumulate ? W::load(row) : W::zero();
-      if (start) acc[i][v] = W::add(acc[i][v], W::load(start + kLanes * v));
-    }
-  const std::uint32_t* xi[P];
-#pragma GCC unroll 16
-  for (int i = 0; i < P; ++i) xi[i] = op.x + q[i];
-  const std::uint32_t* wp = W::rows(op, kb) + s_begin * kLanes;
-  for (std::uint64_t j = s_begin; j < s_end; ++j, wp += kLanes) {
-    const std::int64_t off = op.offset[j];
-    typename W::Vec wv[N];
-#pragma GCC unroll 8
-    for (int v = 0; v < N; ++v) wv[v] = W::load(wp + v * w_vector);
-#pragma GCC unroll 16
-    for (int i = 0; i < P; ++i) {
-      const typename W::Vec b = W::broadcast(kContiguous ? xi[0][off + i] : xi[i][off]);
-#pragma GCC unroll 8
-      for (int v = 0; v < N; ++v) acc[i][v] = W::dot(acc[i][v], b, wv[v]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < P; ++i)
-#pragma GCC unroll 8
-    for (int v = 0; v < N; ++v)
-      W::store(y + static_cast<std::uint64_t>(i) * kGemmK + kLanes * v, acc[i][v]);
-}
-
-// The tile of V blocks: zmm vectors for 4 and 8, ymm for 1 and 2; the contiguous form when the
-// pixels lie in one output row (q increases, so a span of P - 1 means consecutive words).
-template <int P, int V>
-NPUKIT_AVX512VNNI static inline void gemm_tile_vnni(const GemmOperands& op, std::uint64_t kb,
-                                                    const std::int32_t* start,
-                                                    const std::uint64_t* q, std::uint64_t s_begin,
-                                                    std::uint64_t s_end, bool accumulate,
-                                                    std::int32_t* y) {
+// The tiles of V blocks: zmm vectors for 4 and 8 (two blocks joined per vector), ymm for 1 and
+// 2; 6 pixels a tile at 8 blocks (24 sums, 4 weight vectors and a broadcast of the 32
+// registers), 8 otherwise (16 sums).
+struct Widths {
+  template <int V>
   using Vec = std::conditional_t<(V % 2 == 0 && V > 2), Zmm, Ymm>;
-  if (q[P - 1] - q[0] == P - 1)
-    gemm_tile<P, V, Vec, true>(op, kb, start, q, s_begin, s_end, accumulate, y);
-  else
-    gemm_tile<P, V, Vec, false>(op, kb, start, q, s_begin, s_end, accumulate, y);
-}
-
-template <int V>
-NPUKIT_AVX512VNNI static void gemm_blocks_vnni(const GemmOperands& op, std::uint64_t kb,
-                                               const std::uint64_t* q, std::uint64_t n,
-                                               std::uint64_t s_begin, std::uint64_t s_end,
-                                               bool accumulate, std::int32_t* y) {
-  constexpr int P = V == 8 ? 6 : 8;  // the largest tile (gemm_tile)
-  // The offset quads' start of these steps' sums (GemmOperands::offset_first / offset_all).
-  alignas(32) std::int32_t start_lanes[V * kGemmBlock];
-  const std::int32_t* start = op.starts(s_begin, s_end) ? start_lanes : nullptr;
-  for (std::uint64_t j = 0; start && j < V * kGemmBlock; ++j)
-    start_lanes[j] = op.start(kb * kGemmBlock + j, s_begin, s_end);
-  // Pixels in ceil(n / P) tiles of as equal a size as can be (49 = 7 x 7, not 6 x 8 + 1): a
-  // tile of few pixels has few independent sums, and its steps wait on vpdpbusd's latency.
-  const std::uint64_t tiles = (n + P - 1) / P;
-  for (std::uint64_t t = 0, i = 0; t < tiles; ++t) {
-    const std::uint64_t size = (n - i) / (tiles - t) + ((n - i) % (tiles - t) != 0);
-    const auto run = [&](auto tile) NPUKIT_AVX512VNNI {
-      tile(op, kb, start, q + i, s_begin, s_end, accumulate, y + i * kGemmK);
-    };
-    // The tile of this size, one compile-time size per alternative (1..P).
-    [&]<std::size_t... S>(std::index_sequence<S...>) NPUKIT_AVX512VNNI {
-      (void)((size == S + 1 && (run(gemm_tile_vnni<S + 1, V>), true)) || ...);
-    }
-    (std::make_index_sequence<P>{});
-    i += size;
-  }
-}
+  template <int V>
+  static constexpr int kLargestTile = V == 8 ? 6 : 8;
+};
+}  // namespace
 
 void gemm_quads_avx512vnni(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
                            const std::uint64_t* q, std::uint64_t n, std::uint64_t s_begin,
                            std::uint64_t s_end, bool accumulate, std::int32_t* y) {
   if (blocks > 4 && blocks < 8) {  // a unit's last channels: 4 blocks, then the rest
-    gemm_blocks_vnni<4>(op, kb, q, n, s_begin, s_end, accumulate, y);
+    gemm_blocks<Widths, 4>(op, kb, q, n, s_begin, s_end, accumulate, y);
     return gemm_quads_avx512vnni(op, kb + 4, blocks - 4, q, n, s_begin, s_end, accumulate,
                                  y + 4 * kGemmBlock);
   }
   switch (blocks) {
     case 8:
-      return gemm_blocks_vnni<8>(op, kb, q, n, s_begin, s_end, accumulate, y);
+      return gemm_blocks<Widths, 8>(op, kb, q, n, s_begin, s_end, accumulate, y);
     case 4:
-      return gemm_blocks_vnni<4>(op, kb, q, n, s_begin, s_end, accumulate, y);
+      return gemm_blocks<Widths, 4>(op, kb, q, n, s_begin, s_end, accumulate, y);
     case 3:
-      gemm_blocks_vnni<2>(op, kb, q, n, s_begin, s_end, accumulate, y);
-      return gemm_blocks_vnni<1>(op, kb + 2, q, n, s_begin, s_end, accumulate, y + 2 * kGemmBlock);
+      gemm_blocks<Widths, 2>(op, kb, q, n, s_begin, s_end, accumulate, y);
+      return gemm_blocks<Widths, 1>(op, kb + 2, q, n, s_begin, s_end, accumulate,
+                                    y + 2 * kGemmBlock);
     case 2:
-      return gemm_blocks_vnni<2>(op, kb, q, n, s_begin, s_end, accumulate, y);
+      return gemm_blocks<Widths, 2>(op, kb, q, n, s_begin, s_end, accumulate, y);
     case 1:
-      return gemm_blocks_vnni<1>(op, kb, q, n, s_begin, s_end, accumulate, y);
+      return gemm_blocks<Widths, 1>(op, kb, q, n, s_begin, s_end, accumulate, y);
     default:
       fail("dense_conv: {} blocks of output channels in one GEMM tile call", blocks);
   }
 }
 
+#undef NPUKIT_TILE_TARGET
 #undef NPUKIT_AVX512VNNI
 
 #else
