@@ -6,8 +6,8 @@
 //
 // Vector traits W: Vec, kBlocks (8-channel blocks per vector), zero, load, store, add,
 // broadcast, dot (vpdpbusd) and rows (a block's weight rows); YmmOf below gives them for ymm
-// vectors from the level's ymm vpdpbusd. Widths: Vec<V>, the traits for
-// tiles of V blocks, and kLargestTile<V>, the most pixels a tile of V blocks holds in registers.
+// vectors from the level's ymm vpdpbusd. Widths: Vec<V>, the traits for tiles of V blocks, and
+// kLargestTile<V>, the most pixels a tile of V blocks holds in registers.
 #pragma once
 
 #ifndef NPUKIT_TILE_TARGET
@@ -52,9 +52,10 @@ struct YmmOf {
 
 // A register tile of P pixels x V blocks of 8 output channels over steps [s_begin, s_end): per
 // step, the V blocks' weights loaded and each pixel's input word broadcast once into all of
-// them. `start` (8 V lanes, or null) is added to every pixel's sums first. P = 8 with V = 2 in
-// ymm or V = 4 in zmm is 16 sums, 2 weight vectors and a broadcast of the 32 registers; P = 6
-// with V = 8 is 24 sums, 4 weight vectors and a broadcast.
+// them. `start` (8 V lanes, or null) is added to every pixel's sums first. Of AVX-512's 32
+// registers, P = 8 with V = 2 in ymm or V = 4 in zmm takes 16 sums, 2 weight vectors and a
+// broadcast, P = 6 with V = 8 in zmm 24 sums, 4 weight vectors and a broadcast; of AVX-VNNI's
+// 16, P = 6 with V = 2 in ymm takes 12 sums, 2 weight vectors and a broadcast.
 // kContiguous: the pixels' words are consecutive (q[i] = q[0] + i), so every broadcast reads
 // from one pointer at a fixed displacement; with 8 pointers the general registers run out and
 // one is moved in from a vector register on every step.
