@@ -6,14 +6,16 @@
 //
 // Vector traits W: Vec, kBlocks (8-channel blocks per vector), zero, load, store, add,
 // broadcast, dot (vpdpbusd) and rows (a block's weight rows); YmmOf below gives them for ymm
-// vectors from the level's ymm vpdpbusd. Widths: Vec<V>, the traits for tiles of V blocks, and
-// kLargestTile<V>, the most pixels a tile of V blocks holds in registers.
+// vectors from the level's ymm vpdpbusd. Widths: Vec<V>, the traits for tiles of V blocks,
+// kLargestTile<V>, the most pixels a tile of V blocks holds in registers, and kMaxBlocks, the
+// widest tile (8, 4 or 2 blocks).
 #pragma once
 
 #ifndef NPUKIT_TILE_TARGET
 #error "define NPUKIT_TILE_TARGET (the including kernel file's target attribute) first"
 #endif
 
+#include "common/error.h"
 #include "device/conv_kernels.h"
 
 #include <cstddef>
@@ -139,6 +141,39 @@ NPUKIT_TILE_TARGET void gemm_blocks(const GemmOperands& op, std::uint64_t kb,
     }
     (std::make_index_sequence<P>{});
     i += size;
+  }
+}
+
+// A GemmTilesFn: `blocks` blocks from kb in the widest tiles the level has, 8, 4, 2 then 1
+// block at a time (a unit's last 5-7 blocks as 4 and the rest).
+template <typename Widths>
+NPUKIT_TILE_TARGET void gemm_block_calls(const GemmOperands& op, std::uint64_t kb,
+                                         std::uint64_t blocks, const std::uint64_t* q,
+                                         std::uint64_t n, std::uint64_t s_begin,
+                                         std::uint64_t s_end, bool accumulate, std::int32_t* y) {
+  if (blocks < 1 || blocks > Widths::kMaxBlocks)
+    fail("dense_conv: {} blocks of output channels in one GEMM tile call (1 to {} here)", blocks,
+         Widths::kMaxBlocks);
+  // Blocks kb.. in a tile of V, then on past them.
+  const auto tile = [&]<int V>() NPUKIT_TILE_TARGET {
+    gemm_blocks<Widths, V>(op, kb, q, n, s_begin, s_end, accumulate, y);
+    kb += V, blocks -= V, y += V * kGemmBlock;
+  };
+  while (blocks > 0) {
+    if constexpr (Widths::kMaxBlocks >= 8)
+      if (blocks >= 8) {
+        tile.template operator()<8>();
+        continue;
+      }
+    if constexpr (Widths::kMaxBlocks >= 4)
+      if (blocks >= 4) {
+        tile.template operator()<4>();
+        continue;
+      }
+    if (blocks >= 2)
+      tile.template operator()<2>();
+    else
+      tile.template operator()<1>();
   }
 }
 

@@ -41,20 +41,14 @@ struct Widths {
   using Vec = YmmOf<VexDot>;
   template <int V>
   static constexpr int kLargestTile = V == 2 ? 6 : 8;
+  static constexpr int kMaxBlocks = 2;
 };
 }  // namespace
 
 void gemm_quads_avxvnni(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
                         const std::uint64_t* q, std::uint64_t n, std::uint64_t s_begin,
                         std::uint64_t s_end, bool accumulate, std::int32_t* y) {
-  switch (blocks) {
-    case 2:
-      return gemm_blocks<Widths, 2>(op, kb, q, n, s_begin, s_end, accumulate, y);
-    case 1:
-      return gemm_blocks<Widths, 1>(op, kb, q, n, s_begin, s_end, accumulate, y);
-    default:
-      fail("dense_conv: {} blocks of output channels in one AVX-VNNI tile call", blocks);
-  }
+  gemm_block_calls<Widths>(op, kb, blocks, q, n, s_begin, s_end, accumulate, y);
 }
 
 #undef NPUKIT_TILE_TARGET

@@ -79,33 +79,14 @@ struct Widths {
   using Vec = std::conditional_t<(V % 2 == 0 && V > 2), Zmm, Ymm>;
   template <int V>
   static constexpr int kLargestTile = V == 8 ? 6 : 8;
+  static constexpr int kMaxBlocks = 8;
 };
 }  // namespace
 
 void gemm_quads_avx512vnni(const GemmOperands& op, std::uint64_t kb, std::uint64_t blocks,
                            const std::uint64_t* q, std::uint64_t n, std::uint64_t s_begin,
                            std::uint64_t s_end, bool accumulate, std::int32_t* y) {
-  if (blocks > 4 && blocks < 8) {  // a unit's last channels: 4 blocks, then the rest
-    gemm_blocks<Widths, 4>(op, kb, q, n, s_begin, s_end, accumulate, y);
-    return gemm_quads_avx512vnni(op, kb + 4, blocks - 4, q, n, s_begin, s_end, accumulate,
-                                 y + 4 * kGemmBlock);
-  }
-  switch (blocks) {
-    case 8:
-      return gemm_blocks<Widths, 8>(op, kb, q, n, s_begin, s_end, accumulate, y);
-    case 4:
-      return gemm_blocks<Widths, 4>(op, kb, q, n, s_begin, s_end, accumulate, y);
-    case 3:
-      gemm_blocks<Widths, 2>(op, kb, q, n, s_begin, s_end, accumulate, y);
-      return gemm_blocks<Widths, 1>(op, kb + 2, q, n, s_begin, s_end, accumulate,
-                                    y + 2 * kGemmBlock);
-    case 2:
-      return gemm_blocks<Widths, 2>(op, kb, q, n, s_begin, s_end, accumulate, y);
-    case 1:
-      return gemm_blocks<Widths, 1>(op, kb, q, n, s_begin, s_end, accumulate, y);
-    default:
-      fail("dense_conv: {} blocks of output channels in one GEMM tile call", blocks);
-  }
+  gemm_block_calls<Widths>(op, kb, blocks, q, n, s_begin, s_end, accumulate, y);
 }
 
 #undef NPUKIT_TILE_TARGET
