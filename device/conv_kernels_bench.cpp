@@ -165,6 +165,45 @@ BENCHMARK(BM_GemmPairUnit)
     ->ArgsProduct({{7, 14, 30, 77}, {64, 13225}})
     ->Unit(benchmark::kMicrosecond);
 
+// One GEMM work unit of the AVX-512 VNNI tiles (a unit's 64 pixels x 64 output channels in one
+// call of 8 blocks, 6 pixels x 4 zmm a tile) over `steps` steps whose input words lie `stride`
+// words apart (3136: a 56x56 plane, each step's words on their own lines; 49: 7x7), in calls of
+// `chunk` steps (the sums carried in y between them; 4096: one call). 64 steps are resnet50's
+// 1x1 256 -> 64, 576 and 1152 its 3x3 convs on 256 and 512 channels. The operands are warm
+// (the unit repeats): inside eval a layer's first pass over its pixels finds the weights in L3
+// (GemmOperands::prefetch). Read against BM_VpdpbusdCeiling, measured in the same run.
+void BM_VnniUnit(benchmark::State& state) {
+  if (skipped_without(npukit::Isa::kAvx512Vnni, state)) return;
+  const std::uint64_t steps = static_cast<std::uint64_t>(state.range(0));
+  const std::uint64_t stride = static_cast<std::uint64_t>(state.range(1));
+  constexpr std::uint64_t kPixels = 64, kBlocks = detail::kGemmVnniBlocks;
+  std::mt19937 rng(1);
+  std::vector<std::uint32_t> x(steps * stride + kPixels), w(kBlocks * steps * detail::kGemmBlock);
+  for (auto& v : x) v = rng();
+  for (auto& v : w) v = rng();
+  std::vector<std::int64_t> offset(steps);
+  for (std::uint64_t s = 0; s < steps; ++s) offset[s] = static_cast<std::int64_t>(s * stride);
+  detail::GemmOperands op;
+  op.x = x.data(), op.offset = offset.data(), op.steps = steps, op.w = w.data();
+  op.w_joined = w.data();  // the layout differs, the work does not
+  std::uint64_t q[kPixels];
+  for (std::uint64_t i = 0; i < kPixels; ++i) q[i] = i;
+  std::vector<std::int32_t> y(kPixels * detail::kGemmK + 8);
+  const std::uint64_t chunk = static_cast<std::uint64_t>(state.range(2));
+  for (auto _ : state) {
+    for (std::uint64_t s = 0; s < steps; s += chunk)
+      detail::gemm_quads_avx512vnni(op, 0, kBlocks, q, kPixels, s, std::min(steps, s + chunk),
+                                    s > 0, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double macs = static_cast<double>(kPixels * kBlocks * detail::kGemmBlock * steps * 4);
+  state.counters["MAC/s"] = benchmark::Counter(macs, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_VnniUnit)
+    ->ArgNames({"steps", "stride", "chunk"})
+    ->ArgsProduct({{64, 576, 1152, 2048}, {49, 3136}, {32, 64, 128, 4096}})
+    ->Unit(benchmark::kMicrosecond);
+
 #if defined(__x86_64__)
 // The core's rate for the u8 tile's instruction mix alone: per 512 MACs (4 pixels x 16 channels x
 // 2 steps of 4 inputs) 8 input broadcasts, 16 vpmaddubsw (half on register weights, half on
@@ -198,6 +237,33 @@ __attribute__((target("avx2"))) void BM_QuadTileMixCeiling(benchmark::State& sta
       benchmark::Counter(512.0 * kIterations, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_QuadTileMixCeiling)->Unit(benchmark::kMicrosecond);
+
+// The core's rate for vpdpbusd on zmm alone: 24 independent sums (as a tile of 6 pixels x 4
+// vectors), register operands, no loads. Noisy shared machines move this from run to run, so
+// BM_VnniUnit is read against it measured in the same run.
+__attribute__((target("avx512f,avx512vnni"))) void BM_VpdpbusdCeiling(benchmark::State& state) {
+  if (skipped_without(npukit::Isa::kAvx512Vnni, state)) return;
+  constexpr int kIterations = 1000;
+  for (auto _ : state) {
+    for (int i = 0; i < kIterations; ++i)
+#define NPUKIT_DOT(i) "vpdpbusd %%zmm30, %%zmm31, %%zmm" #i "\n\t"
+      asm volatile(NPUKIT_DOT(0) NPUKIT_DOT(1) NPUKIT_DOT(2) NPUKIT_DOT(3) NPUKIT_DOT(4)
+                       NPUKIT_DOT(5) NPUKIT_DOT(6) NPUKIT_DOT(7) NPUKIT_DOT(8) NPUKIT_DOT(9)
+                           NPUKIT_DOT(10) NPUKIT_DOT(11) NPUKIT_DOT(12) NPUKIT_DOT(13)
+                               NPUKIT_DOT(14) NPUKIT_DOT(15) NPUKIT_DOT(16) NPUKIT_DOT(17)
+                                   NPUKIT_DOT(18) NPUKIT_DOT(19) NPUKIT_DOT(20) NPUKIT_DOT(21)
+                                       NPUKIT_DOT(22) NPUKIT_DOT(23)
+                   :
+                   :
+                   : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
+                     "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17",
+                     "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23");
+#undef NPUKIT_DOT
+  }
+  state.counters["MAC/s"] =
+      benchmark::Counter(24.0 * 64 * kIterations, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_VpdpbusdCeiling)->Unit(benchmark::kMicrosecond);
 #endif
 
 // Depthwise 3x3 (one input plane per output channel, as conv.cpp runs kDepthwise layers) on
