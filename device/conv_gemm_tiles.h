@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "device/conv_kernels.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -60,12 +61,14 @@ struct YmmOf {
 // 16, P = 6 with V = 2 in ymm takes 12 sums, 2 weight vectors and a broadcast.
 // kContiguous: the pixels' words are consecutive (q[i] = q[0] + i), so every broadcast reads
 // from one pointer at a fixed displacement; with 8 pointers the general registers run out and
-// one is moved in from a vector register on every step.
+// one is moved in from a vector register on every step. Lines [pf, pf_end) are prefetched into
+// L2, spread over the steps (GemmOperands::prefetch).
 template <int P, int V, typename W, bool kContiguous>
 NPUKIT_TILE_TARGET inline void gemm_tile(const GemmOperands& op, std::uint64_t kb,
                                          const std::int32_t* start, const std::uint64_t* q,
                                          std::uint64_t s_begin, std::uint64_t s_end,
-                                         bool accumulate, std::int32_t* y) {
+                                         bool accumulate, std::int32_t* y, const char* pf,
+                                         const char* pf_end) {
   constexpr int N = V / W::kBlocks;  // vectors per pixel
   constexpr std::uint64_t kLanes = kGemmBlock * W::kBlocks;
   const std::uint64_t w_vector = op.steps * kLanes;  // from one vector's rows to the next's
@@ -81,9 +84,18 @@ NPUKIT_TILE_TARGET inline void gemm_tile(const GemmOperands& op, std::uint64_t k
   const std::uint32_t* xi[P];
 #pragma GCC unroll 16
   for (int i = 0; i < P; ++i) xi[i] = op.x + q[i];
+  // One line every `every` steps, spread over the tile's steps: in bursts the prefetches hold
+  // the fill buffers the tile's own loads from L2 need, and the tile slows down.
+  const std::uint64_t lines = static_cast<std::uint64_t>(pf_end - pf) / 64;
+  const std::uint64_t every = lines ? std::max<std::uint64_t>(1, (s_end - s_begin) / lines) : ~0ull;
+  std::uint64_t countdown = every;
   const std::uint32_t* wp = W::rows(op, kb) + s_begin * kLanes;
   for (std::uint64_t j = s_begin; j < s_end; ++j, wp += kLanes) {
     const std::int64_t off = op.offset[j];
+    if (--countdown == 0) {
+      countdown = every;
+      if (pf < pf_end) _mm_prefetch(pf, _MM_HINT_T1), pf += 64;
+    }
     typename W::Vec wv[N];
 #pragma GCC unroll 8
     for (int v = 0; v < N; ++v) wv[v] = W::load(wp + v * w_vector);
@@ -107,12 +119,13 @@ template <typename Widths, int P, int V>
 NPUKIT_TILE_TARGET inline void gemm_tile_of(const GemmOperands& op, std::uint64_t kb,
                                             const std::int32_t* start, const std::uint64_t* q,
                                             std::uint64_t s_begin, std::uint64_t s_end,
-                                            bool accumulate, std::int32_t* y) {
+                                            bool accumulate, std::int32_t* y, const char* pf,
+                                            const char* pf_end) {
   using Vec = typename Widths::template Vec<V>;
   if (q[P - 1] - q[0] == P - 1)
-    gemm_tile<P, V, Vec, true>(op, kb, start, q, s_begin, s_end, accumulate, y);
+    gemm_tile<P, V, Vec, true>(op, kb, start, q, s_begin, s_end, accumulate, y, pf, pf_end);
   else
-    gemm_tile<P, V, Vec, false>(op, kb, start, q, s_begin, s_end, accumulate, y);
+    gemm_tile<P, V, Vec, false>(op, kb, start, q, s_begin, s_end, accumulate, y, pf, pf_end);
 }
 
 // y rows (+)= the sums of V blocks from kb for the n pixels at q, in tiles of up to
@@ -130,10 +143,12 @@ NPUKIT_TILE_TARGET void gemm_blocks(const GemmOperands& op, std::uint64_t kb,
   // Pixels in ceil(n / P) tiles of as equal a size as can be (49 = 7 x 7, not 6 x 8 + 1): a
   // tile of few pixels has few independent sums, and its steps wait on vpdpbusd's latency.
   const std::uint64_t tiles = (n + P - 1) / P;
+  const char* const pf = reinterpret_cast<const char*>(op.prefetch);
   for (std::uint64_t t = 0, i = 0; t < tiles; ++t) {
     const std::uint64_t size = (n - i) / (tiles - t) + ((n - i) % (tiles - t) != 0);
     const auto run = [&](auto tile) NPUKIT_TILE_TARGET {
-      tile(op, kb, start, q + i, s_begin, s_end, accumulate, y + i * kGemmK);
+      tile(op, kb, start, q + i, s_begin, s_end, accumulate, y + i * kGemmK,
+           pf + op.prefetch_bytes * t / tiles, pf + op.prefetch_bytes * (t + 1) / tiles);
     };
     // The tile of this size, one compile-time size per alternative (1..P).
     [&]<std::size_t... S>(std::index_sequence<S...>) NPUKIT_TILE_TARGET {

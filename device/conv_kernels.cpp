@@ -846,15 +846,36 @@ static void hand_over_unit(const GemmPlan& plan, const std::int32_t* y, std::uin
     plan.out(y, n, k_end - k0, plan.acc + k0 * plan.shape.pixels + p0, plan.shape.pixels);
 }
 
+// The weights of work unit u's channels (GemmOperands::block_weights).
+static std::span<const std::uint8_t> unit_weights(const GemmPlan& plan, std::uint64_t u) {
+  const std::uint64_t k0 = u % plan.shape.k_units * kGemmK;
+  return plan.op.block_weights(k0 / kGemmBlock, std::min(kGemmK, plan.kn_padded - k0) / kGemmBlock);
+}
+
 void run_gemm_unit(const GemmPlan& plan, std::uint64_t u, UnitRun how) {
   if (how.onto_tile && plan.snapshot)
     fail("dense_conv: a work unit with a snapshot cannot add its sums to another unit's");
-  const GemmOperands& op = plan.op;
   const std::uint64_t k_units = plan.shape.k_units, unit_pixels = plan.shape.unit_pixels;
   const std::uint64_t pixels = plan.shape.pixels, ow = plan.ow, kn_padded = plan.kn_padded;
   const std::uint64_t p0 = u / k_units * unit_pixels, k0 = u % k_units * kGemmK;
   const std::uint64_t n = std::min(unit_pixels, pixels - p0);
   const std::uint64_t blocks = std::min(kGemmK, kn_padded - k0) / kGemmBlock;
+  // While this unit runs, the first tile call of each pass over steps [s0, s1) brings their
+  // share of the next unit's weights into L2 (`share`; the other calls take plan.op, which has
+  // none). On one thread, and in eval, whose images each run on one thread, that unit runs next
+  // on this core. A unit's weights are cold only on a layer's first pass over its pixels, but
+  // with few pixels (7x7: one pass) that is every unit.
+  const GemmOperands& op = plan.op;
+  GemmOperands prefetching = plan.op;
+  std::span<const std::uint8_t> next;
+  if (k_units > 1 && u + 1 < plan.p_units * k_units && op.steps > 0)
+    next = unit_weights(plan, u + 1);
+  const auto share = [&](std::uint64_t s0, std::uint64_t s1) -> const GemmOperands& {
+    if (next.empty()) return op;
+    const std::uint64_t from = next.size() * s0 / op.steps, to = next.size() * s1 / op.steps;
+    prefetching.prefetch = next.data() + from, prefetching.prefetch_bytes = to - from;
+    return prefetching;
+  };
   std::uint64_t q[kGemmPixels];
   // Pixel p0 + i at (row, column) of the output is word row * wq + column (one division per
   // unit, not per pixel).
@@ -873,8 +894,8 @@ void run_gemm_unit(const GemmPlan& plan, std::uint64_t u, UnitRun how) {
         const std::uint64_t kb = k0 / kGemmBlock + b;
         const std::uint64_t end = pair_boundary(op, kb, cut);
         if (end > begin[i])
-          plan.tiles(op, kb, std::min(plan.per_call, blocks - b), q, n, begin[i], end,
-                     begin[i] > 0 || how.onto_tile, y.data() + b * kGemmBlock);
+          plan.tiles(b == 0 ? share(begin[i], end) : op, kb, std::min(plan.per_call, blocks - b), q,
+                     n, begin[i], end, begin[i] > 0 || how.onto_tile, y.data() + b * kGemmBlock);
         begin[i] = end;
       }
       if (cut >= op.steps) break;
@@ -891,7 +912,8 @@ void run_gemm_unit(const GemmPlan& plan, std::uint64_t u, UnitRun how) {
     const std::uint64_t t0 = k0 + b * kGemmBlock, t_end = std::min(k_end, t0 + count * kGemmBlock);
     std::int32_t* const yt = y.data() + b * kGemmBlock;
     const auto run = [&](std::uint64_t begin, std::uint64_t end, bool accumulate) {
-      plan.tiles(op, t0 / kGemmBlock, count, q, n, begin, end, accumulate, yt);
+      plan.tiles(b == 0 ? share(begin, end) : op, t0 / kGemmBlock, count, q, n, begin, end,
+                 accumulate, yt);
     };
     if (plan.snapshot && t_end > plan.snapshot_from) {
       run(0, plan.split_steps, false);

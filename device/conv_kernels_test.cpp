@@ -516,6 +516,37 @@ TEST(ConvKernels, ChunkedU8StepsEqualThePlainLoop) {
   }
 }
 
+// block_weights, which run_gemm_unit hands the tiles as the next unit's weights to prefetch: the
+// words the tiles read for those blocks, in both weight layouts, and never past the last block's
+// rows (an odd last block's joined row is padded beside zeros).
+TEST(ConvKernels, BlockWeightsAreTheRowsTheTilesRead) {
+  namespace d = ck::detail;
+  constexpr std::uint64_t kSteps = 5, kBlocks = 9;
+  std::vector<std::uint32_t> w(kBlocks * kSteps * d::kGemmBlock);
+  std::vector<std::uint32_t> joined((kBlocks + 1) / 2 * kSteps * 2 * d::kGemmBlock);
+  d::GemmOperands op;
+  op.steps = kSteps, op.w = w.data();
+  const auto bytes = [](const std::uint32_t* p) {
+    return reinterpret_cast<const std::uint8_t*>(p);
+  };
+  // Blocks 8 (the last) of w: its rows alone.
+  std::span<const std::uint8_t> r = op.block_weights(8, 1);
+  EXPECT_EQ(r.data(), bytes(w.data() + 8 * kSteps * d::kGemmBlock));
+  EXPECT_EQ(r.data() + r.size(), bytes(w.data() + w.size()));
+  // Blocks 0-7 of w: the first 8 blocks' rows.
+  r = op.block_weights(0, 8);
+  EXPECT_EQ(r.data(), bytes(w.data()));
+  EXPECT_EQ(r.size(), 8 * kSteps * d::kGemmBlock * 4);
+  // Joined: blocks 8 and its zero partner are the last row pair, 0-7 the first four.
+  op.w_joined = joined.data();
+  r = op.block_weights(8, 1);
+  EXPECT_EQ(r.data(), bytes(joined.data() + 4 * kSteps * 2 * d::kGemmBlock));
+  EXPECT_EQ(r.data() + r.size(), bytes(joined.data() + joined.size()));
+  r = op.block_weights(0, 8);
+  EXPECT_EQ(r.data(), bytes(joined.data()));
+  EXPECT_EQ(r.size(), 4 * kSteps * 2 * d::kGemmBlock * 4);
+}
+
 // The GEMM form leaves out the (group, tap) steps whose weights are zero for every output channel
 // (live_steps: a space-to-depth stem's taps past its kernel). Random problems with (channel, tap)s
 // zeroed across all outputs, every weight zero, or the whole first phase zero, must still give
