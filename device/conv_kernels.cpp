@@ -876,12 +876,22 @@ void run_gemm_unit(const GemmPlan& plan, std::uint64_t u, UnitRun how) {
     prefetching.prefetch = next.data() + from, prefetching.prefetch_bytes = to - from;
     return prefetching;
   };
-  std::uint64_t q[kGemmPixels];
-  // Pixel p0 + i at (row, column) of the output is word row * wq + column (one division per
-  // unit, not per pixel).
-  for (std::uint64_t i = 0, row = p0 / ow, column = p0 % ow; i < n; ++i) {
-    q[i] = row * plan.wq + column;
-    if (++column == ow) column = 0, ++row;
+  // Pixel p0 + i at (row, column) of the output is word row * wq + column: one division per
+  // unit, and from pixel to pixel the next word, or at a row's end the next row's first. The
+  // units of one pixel range follow each other on a thread (u % k_units is the channel range),
+  // so the list is kept until the range changes: the stem's units of 4-16 steps spent a tenth of
+  // their time making it.
+  thread_local struct PixelWords {
+    std::uint64_t p0 = 0, n = 0, ow = 0, wq = 0;
+    std::uint64_t q[kGemmPixels];
+  } words;
+  const std::uint64_t* const q = words.q;
+  if (words.p0 != p0 || words.n != n || words.ow != ow || words.wq != plan.wq) {
+    words.p0 = p0, words.n = n, words.ow = ow, words.wq = plan.wq;
+    for (std::uint64_t i = 0, column = p0 % ow, at = p0 / ow * plan.wq + column; i < n; ++i) {
+      words.q[i] = at++;
+      if (++column == ow) column = 0, at += plan.wq - ow;
+    }
   }
   std::vector<std::int32_t>& y = thread_buffer<std::int32_t, TileTag>();
   y.resize(kGemmPixels * kGemmK + 8);  // lanes_out_avx2 reads up to 7 lanes past the last row
