@@ -904,6 +904,7 @@ TailPipeline::RowWriter TailPipeline::row_writer(LayerContext& ctx, const Activa
       (accumulant_addr && *accumulant_addr % 128 != 0) ||
       !cpu::path_allowed(cpu::resolve(isa, "tail row_writer"), Isa::kAvx2))
     return w;
+  w.words_.avx512 = cpu::path_allowed(cpu::resolve(isa, "tail row_writer"), Isa::kAvx512Vnni);
   // Page tables, one per region, kept per thread (no allocation per layer once grown).
   thread_local RowWriterPages own_pages;
   std::vector<std::uint8_t*>& out_pages = (pages ? *pages : own_pages).out;

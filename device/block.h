@@ -304,6 +304,9 @@ struct TailWords {
   const std::int32_t* bias = nullptr;  // per channel, null without BiasEn
   // tail_rows_avx2's whole int32 words with non-temporal stores (nothing reads them soon).
   bool stream = false;
+  // tail_rows_avx2 writes whole int8 words two groups at a time in AVX-512 (the level allows
+  // it: tail_rows_int8_avx512).
+  bool avx512 = false;
   std::int32_t scale = 0, clip = 0;
   int shift = 0, fp_cast_shift = 0, act = -1;
 };
@@ -467,6 +470,14 @@ void tail_rows_avx2(const TailWords& t, const std::int32_t* y, std::uint64_t str
                     std::uint64_t p0, std::uint64_t n, std::uint64_t k0, std::uint64_t k_count,
                     std::uint8_t* const* out_pages, std::uint64_t out_start,
                     const std::uint8_t* const* accumulant_pages, std::uint64_t accumulant_start);
+// Its AVX-512 part: the int8 words (kQuantize, OpWidth 1, no accumulants, the quantizer's narrow
+// form) of channels [k0, k0 + c) and pixels [p0, p0 + n / 4 * 4), c the largest multiple of 16
+// inside both k_count and the output's channels. Returns c: 0 when it wrote nothing (not that
+// case, or too few channels or pixels).
+std::uint64_t tail_rows_int8_avx512(const TailWords& t, const std::int32_t* y, std::uint64_t stride,
+                                    std::uint64_t p0, std::uint64_t n, std::uint64_t k0,
+                                    std::uint64_t k_count, std::uint8_t* const* out_pages,
+                                    std::uint64_t out_start);
 }  // namespace detail
 
 // ---------------------------------------------------------------------------------------------

@@ -300,6 +300,14 @@ __attribute__((target("avx2"))) void tail_rows(
       // activation is one or two byte compares per word, and nothing is masked.
       const __m256i zero = _mm256_setzero_si256();
       const __m256i clip8 = _mm256_set1_epi8(static_cast<char>(std::clamp(t.clip, 0, 127)));
+      // The group's words of these pixels lie side by side: one page lookup for all of them
+      // when they are on one page (else one per word).
+      const std::uint64_t first = out_start + (c0 / 8 * per_group + p0 / 4) * 32;
+      const std::uint64_t last = first + (n / 4) * 32;  // past the whole words
+      std::uint8_t* const base =
+          first / Dram::kPageBytes == (last - 1) / Dram::kPageBytes
+              ? out_pages[first / Dram::kPageBytes] + first % Dram::kPageBytes
+              : nullptr;
       const auto words = [&](auto narrow) __attribute__((target("avx2"))) {
         for (; i + 4 <= n; i += 4) {
           __m256i r[4];
@@ -314,8 +322,8 @@ __attribute__((target("avx2"))) void tail_rows(
           if constexpr (kAct == 1) p = _mm256_min_epi8(p, clip8);
           if constexpr (kAct >= 0) p = _mm256_max_epi8(p, zero);
           const std::uint64_t word = c0 / 8 * per_group + (p0 + i) / 4;
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(page_at(out_pages, out_start, word * 32)),
-                              _mm256_shuffle_epi8(p, bytes_t));
+          std::uint8_t* const o = base ? base + i * 8 : page_at(out_pages, out_start, word * 32);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), _mm256_shuffle_epi8(p, bytes_t));
         }
       };
       if (quant.narrow)
@@ -415,6 +423,20 @@ __attribute__((target("avx2"))) void tail_rows_avx2(
     std::uint64_t n, std::uint64_t k0, std::uint64_t k_count, std::uint8_t* const* out_pages,
     std::uint64_t out_start, const std::uint8_t* const* accumulant_pages,
     std::uint64_t accumulant_start) {
+  if (t.avx512 && !accumulant_pages) {
+    const std::uint64_t done =
+        tail_rows_int8_avx512(t, y, stride, p0, n, k0, k_count, out_pages, out_start);
+    if (done > 0) {  // the rest: the last pixels of those channels, then the other channels
+      const std::uint64_t whole = n / 4 * 4;
+      if (whole < n)
+        tail_rows_avx2(t, y + whole * stride, stride, p0 + whole, n - whole, k0, done, out_pages,
+                       out_start, nullptr, 0);
+      if (done < k_count)
+        tail_rows_avx2(t, y + done, stride, p0, n, k0 + done, k_count - done, out_pages, out_start,
+                       nullptr, 0);
+      return;
+    }
+  }
   with_vector_tail(t, "tail_rows_avx2", [&](auto quant, auto act) {
     tail_rows<decltype(quant)::value, decltype(act)::value>(
         t, y, stride, p0, n, k0, k_count, out_pages, out_start, accumulant_pages, accumulant_start);

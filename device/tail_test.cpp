@@ -347,7 +347,9 @@ namespace {
 // OpWidth 1 and 4, the int32 bias pass-through), with and without accumulants, random and extreme
 // sums (INT32 min/max), several shapes (pixels not a multiple of 4 or 64, channels not of 8 or
 // 64; 7x7, 14x14, 56x56), output regions across page boundaries (pages apart in host memory;
-// at 14x14 the AVX-512 path's two-word store at the boundary). Where the writer does not apply
+// at 14x14 the AVX-512 path's two-word store at the boundary; the AVX-512 level's int8 words two
+// groups a vector, 64, 70 and 130 channels, with one page lookup per group's run of words or, for
+// a run across a page boundary, one per word). Where the writer does not apply
 // (a kind without a vector path, a misaligned address, the scalar level) ready() is false. The
 // unit chains' forms, streamed stores and a part of the words left unwritten, give the same
 // bytes, the part left holding the old ones.
