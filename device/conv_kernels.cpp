@@ -503,7 +503,7 @@ bool interleave_quads_scalar(const std::int8_t* const* src, std::uint64_t n, std
 }
 
 bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInterleave interleave,
-                QuadRow from_words) {
+                QuadRow from_words, std::span<const std::uint8_t> prefetch) {
   if (bias != 128 && bias != 0) fail("pack_quads: bias {} (128 or 0)", bias);
   p.bias = bias;
   const Phases ph = phases(c, p.tap_offset);
@@ -531,6 +531,9 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
     p.x.assign(p.quads * p.plane_words + p.q_padded, bias * 0x01010101u);
   }
   for (std::uint64_t qd = 0; qd < p.quads && from_words; ++qd) {
+    const std::uint64_t pf_end = prefetch.size() * (qd + 1) / p.quads;
+    for (std::uint64_t b = prefetch.size() * qd / p.quads / 64 * 64; b < pf_end; b += 64)
+      __builtin_prefetch(prefetch.data() + b, 0, 2);  // into L2
     std::uint64_t c0 = 0;
     unsigned lanes = 0;
     in_place(c, chans.data() + 4 * qd, 4, c0, lanes);
@@ -615,14 +618,20 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
   return true;
 }
 
+namespace {
+constexpr std::uint64_t kJoinedRow = 2 * kGemmBlock;  // 16 words, 64 bytes
+// The first 64-byte-aligned word of join_block_pairs' storage: the rows start there.
+const std::uint32_t* joined_rows(const std::vector<std::uint32_t>& joined) {
+  const auto at = reinterpret_cast<std::uintptr_t>(joined.data());
+  return joined.data() + (64 - at % 64) % 64 / sizeof(std::uint32_t);
+}
+}  // namespace
+
 const std::uint32_t* join_block_pairs(const DenseConv& c, PackedQuads& p, std::uint32_t bias) {
   PackedWeights* kept = c.packs ? (bias ? &c.packs->joined128 : &c.packs->joined0) : nullptr;
   std::vector<std::uint32_t>& joined = kept ? kept->w : p.own_joined;
-  constexpr std::uint64_t kRow = 2 * kGemmBlock;  // 16 words, 64 bytes
-  const auto aligned = [&] {
-    const auto at = reinterpret_cast<std::uintptr_t>(joined.data());
-    return joined.data() + (64 - at % 64) % 64 / sizeof(std::uint32_t);
-  };
+  constexpr std::uint64_t kRow = kJoinedRow;
+  const auto aligned = [&] { return const_cast<std::uint32_t*>(joined_rows(joined)); };
   const auto fill = [&] {
     const std::uint64_t steps = p.live.size(), blocks = p.kn_padded / kGemmBlock;
     joined.assign((blocks + 1) / 2 * steps * kRow + kRow, 0);  // a row more to align
@@ -757,8 +766,18 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
   const std::int64_t* tap_offset = nullptr;
   std::span<const std::uint32_t> live;
   bool quads = false, shifted = false;  // shifted: u8 = x + 128
+  // The first unit's weights, when kept from an earlier call (image after image), come into L2
+  // while the input is packed; each unit brings in the next one's (GemmOperands::prefetch).
+  std::span<const std::uint8_t> first_unit;
+  if (quad_tiles && quad_blocks >= 4 && c.packs && c.packs->joined0.ready()) {
+    const std::vector<std::uint32_t>& joined = c.packs->joined0.w;
+    const std::uint64_t rows = (c.kn + 15) / 16;  // of 2 blocks, kJoinedRow words a step
+    const std::uint64_t row_words = (joined.size() - kJoinedRow) / rows;
+    first_unit = {reinterpret_cast<const std::uint8_t*>(joined_rows(joined)),
+                  std::min<std::uint64_t>(rows, kGemmK / 16) * row_words * 4};
+  }
   if (quad_tiles && from_words)
-    quads = pack_quads(c, packed_quads, 0, nullptr, rows.quads);
+    quads = pack_quads(c, packed_quads, 0, nullptr, rows.quads, first_unit);
   else if (quad_tiles)
     quads = c.stride == 1 && interleave ? pack_quads(c, packed_quads, 0, interleave)
                                         : inputs_nonnegative(c) && pack_quads(c, packed_quads, 0);

@@ -350,8 +350,10 @@ bool interleave_quads_avx2(const std::int8_t* const* src, std::uint64_t n, std::
 // checked straight from conv.words (planes unused; only the values packed are checked: those
 // some tap reads). With bias 128 the same fused packings run without the check, and the words
 // are offset after them (the VNNI level's GEMM form on signed inputs). Otherwise true.
+// `prefetch` (with from_words): bytes brought into L2 as the quads are packed, a share per quad.
 bool pack_quads(const DenseConv& conv, PackedQuads& p, std::uint32_t bias = 128,
-                QuadInterleave interleave = nullptr, QuadRow from_words = nullptr);
+                QuadInterleave interleave = nullptr, QuadRow from_words = nullptr,
+                std::span<const std::uint8_t> prefetch = {});
 
 // Whether every input value of the channels `conv` sums over is >= 0 (the data, not a promise:
 // dense_conv checks it for each call before taking the AVX2 u8 path).
