@@ -355,6 +355,11 @@ struct MappedWeights {
   bool diagonal = false;
   std::vector<std::int8_t> lane_taps;
   bool ignored_rows = false;
+  // The dense modes' summation order (conv_dense): the channels of the groups before the last,
+  // then of the last, each phase padded with a zero channel (-1) to an even length; `split` is
+  // the first phase's length. A function of `group`, made once with it.
+  std::vector<std::int64_t> dense_channels;
+  std::uint64_t dense_split = 0;
   // The dense weights packed for the kernels' tiles, filled by the first dense_conv (the channel
   // lists are a function of `group`, so every run of the same mapping packs the same words).
   mutable conv_kernels::WeightPacks packs;
@@ -411,6 +416,17 @@ void map_dense(const LayerContext& ctx, const ConvGeometry& g, const Mapping& ma
   // In the regular, ChannelDuplicate and pointwise modes the channel fixes the group (c / N_SA,
   // c, c / ROW); the partial-sum snapshot relies on it.
   if (mixed) fail("{}: internal error: an input channel in two channel groups", ctx.where());
+  const std::int64_t last_group = static_cast<std::int64_t>(map.citr) - 1;
+  out.dense_channels.clear();
+  for (int phase = 0; phase < 2; ++phase) {
+    for (std::uint64_t c = 0; c < in_channels; ++c) {
+      const std::int64_t grp = out.group[c];
+      if (grp >= 0 && (grp < last_group) == (phase == 0))
+        out.dense_channels.push_back(static_cast<std::int64_t>(c));
+    }
+    if (out.dense_channels.size() % 2) out.dense_channels.push_back(-1);
+    if (phase == 0) out.dense_split = out.dense_channels.size();
+  }
 }
 
 // Mapped weights are kept from run to run: a network run image after image maps the same blob
@@ -565,20 +581,14 @@ bool conv_dense(const ConvGeometry& g, const Mapping& map, const MappedWeights& 
                 std::uint64_t last_kern_first, const TailPipeline::RowWriter* writer,
                 conv_kernels::GemmUnits* later) {
   // Summation order: the groups before the last (the snapshot), then the last, each padded with
-  // a zero channel to an even length for the kernel's channel pairs.
-  const std::int64_t last_group = static_cast<std::int64_t>(map.citr) - 1;
+  // a zero channel to an even length for the kernel's channel pairs (map_dense made the list).
   thread_local conv_kernels::DenseConv reused_dc;  // keeps its channel list's storage
   conv_kernels::DenseConv& dc = reused_dc;
-  dc.channels.clear();
-  for (int phase = 0; phase < 2; ++phase) {
-    for (std::uint64_t c = 0; c < plane_count; ++c) {
-      const std::int64_t grp = weights.group[c];
-      if (grp >= 0 && (grp < last_group) == (phase == 0))
-        dc.channels.push_back(static_cast<std::int64_t>(c));
-    }
-    if (dc.channels.size() % 2) dc.channels.push_back(-1);
-    if (phase == 0) dc.split = dc.channels.size();
-  }
+  if (weights.group.size() != plane_count)
+    fail("conv: internal error: {} mapped channels for {} planes", weights.group.size(),
+         plane_count);
+  dc.channels.assign(weights.dense_channels.begin(), weights.dense_channels.end());
+  dc.split = weights.dense_split;
   dc.plane_count = plane_count;
   dc.padded_h = g.padded_h, dc.padded_w = g.padded_w;
   dc.kh = g.kh, dc.kw = g.kw, dc.stride = g.stride;
