@@ -12,6 +12,7 @@
 #include "device/block.h"
 
 #include <algorithm>
+#include <cstring>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -72,6 +73,58 @@ __attribute__((target("avx2"))) void add_rows_avx2(std::int32_t* a, const std::u
     _mm256_storeu_si256(p, _mm256_add_epi32(_mm256_loadu_si256(p), ordered[q]));
   }
 }
+
+// The same at the VNNI levels, 4 rows a step: vpdpbusd multiplies 4 unsigned bytes by 4 signed
+// ones and adds the 4 products into an int32 lane, so a lane must hold one neuron's weights of 4
+// consecutive rows. The rows' bytes are interleaved (unpack 8 then 16 bits, per 128-bit lane:
+// vector v holds neurons 4v..4v+3 and 16+4v..16+4v+3), made unsigned as w + 128 (xor 0x80) and
+// multiplied by the broadcast signed inputs x[r..r+3]: each lane gains its products plus 128
+// times the 4 inputs' sum, which is taken off once at the end. Exact: the sums stay within
+// int32 (|sum| <= 2^29 plus the offset's 128 * 128 * count, removed modulo 2^32). Dot::ymm is
+// the level's ymm vpdpbusd; the last count % 4 rows go to add_rows_avx2.
+// Written once for both levels' target attributes and dot instructions (a template would need
+// both targets in one, and the AVX-VNNI copy must hold no EVEX instruction).
+#define NPUKIT_FC_ADD_ROWS_VNNI(NAME, TARGET, DOT)                                                 \
+  __attribute__((target(TARGET))) void NAME(std::int32_t* a, const std::uint8_t* w,                \
+                                            const std::int8_t* x, std::uint64_t count) {           \
+    __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),        \
+                    _mm256_setzero_si256()};                                                       \
+    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));                                \
+    std::int32_t x_sum = 0;                                                                        \
+    std::uint64_t r = 0;                                                                           \
+    for (; r + 4 <= count; r += 4) {                                                               \
+      __m256i row[4];                                                                              \
+      for (int i = 0; i < 4; ++i)                                                                  \
+        row[i] = _mm256_xor_si256(                                                                 \
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + (r + i) * kVaSize)), flip);    \
+      const __m256i lo01 = _mm256_unpacklo_epi8(row[0], row[1]);                                   \
+      const __m256i hi01 = _mm256_unpackhi_epi8(row[0], row[1]);                                   \
+      const __m256i lo23 = _mm256_unpacklo_epi8(row[2], row[3]);                                   \
+      const __m256i hi23 = _mm256_unpackhi_epi8(row[2], row[3]);                                   \
+      std::int32_t quad;                                                                           \
+      std::memcpy(&quad, x + r, 4);                                                                \
+      const __m256i xx = _mm256_set1_epi32(quad);                                                  \
+      s[0] = DOT(s[0], _mm256_unpacklo_epi16(lo01, lo23), xx);                                     \
+      s[1] = DOT(s[1], _mm256_unpackhi_epi16(lo01, lo23), xx);                                     \
+      s[2] = DOT(s[2], _mm256_unpacklo_epi16(hi01, hi23), xx);                                     \
+      s[3] = DOT(s[3], _mm256_unpackhi_epi16(hi01, hi23), xx);                                     \
+      x_sum += x[r] + x[r + 1] + x[r + 2] + x[r + 3];                                              \
+    }                                                                                              \
+    const __m256i offset = _mm256_set1_epi32(x_sum * 128);                                         \
+    const __m256i ordered[4] = {                                                                   \
+        _mm256_permute2x128_si256(s[0], s[1], 0x20), _mm256_permute2x128_si256(s[2], s[3], 0x20),  \
+        _mm256_permute2x128_si256(s[0], s[1], 0x31), _mm256_permute2x128_si256(s[2], s[3], 0x31)}; \
+    for (int q = 0; q < 4; ++q) {                                                                  \
+      auto* p = reinterpret_cast<__m256i*>(a + 8 * q);                                             \
+      _mm256_storeu_si256(                                                                         \
+          p, _mm256_add_epi32(_mm256_loadu_si256(p), _mm256_sub_epi32(ordered[q], offset)));       \
+    }                                                                                              \
+    if (r < count) add_rows_avx2(a, w + r * kVaSize, x + r, count - r);                            \
+  }
+NPUKIT_FC_ADD_ROWS_VNNI(add_rows_avx512vnni, "avx2,avx512f,avx512vl,avx512vnni",
+                        _mm256_dpbusd_epi32)
+NPUKIT_FC_ADD_ROWS_VNNI(add_rows_avxvnni, "avx2,avxvnni", _mm256_dpbusd_avx_epi32)
+#undef NPUKIT_FC_ADD_ROWS_VNNI
 #endif
 }  // namespace
 
@@ -163,7 +216,11 @@ BlockTiming run_fc(LayerContext& ctx) {
   // page, so rows are walked by byte position.
   std::vector<std::int32_t> acc(cols_padded, 0);
 #if defined(__x86_64__) || defined(__i386__)
-  const bool avx2 = cpu::path_allowed(cpu::resolve(Isa::kAuto, "fc"), Isa::kAvx2);
+  const Isa level = cpu::resolve(Isa::kAuto, "fc");
+  const bool avx2 = cpu::path_allowed(level, Isa::kAvx2);
+  const auto add_rows = cpu::path_allowed(level, Isa::kAvx512Vnni) ? add_rows_avx512vnni
+                        : cpu::path_allowed(level, Isa::kAvxVnni)  ? add_rows_avxvnni
+                                                                   : add_rows_avx2;
 #endif
   ctx.dram.read_pages(weight_start, blob_bytes, ctx.field_name(Field::FC_WeightStartAddress),
                       [&](std::uint64_t done, const std::uint8_t* data, std::uint64_t n) {
@@ -181,8 +238,8 @@ BlockTiming run_fc(LayerContext& ctx) {
                               first == 0 ? std::min((n - off) / kVaSize, rows_padded - j) : 0;
                           if (avx2 && whole > 0) {
                             if (j < rows)
-                              add_rows_avx2(acc.data() + block * kVaSize, data + off, x.data() + j,
-                                            std::min(whole, rows - j));
+                              add_rows(acc.data() + block * kVaSize, data + off, x.data() + j,
+                                       std::min(whole, rows - j));
                             off += whole * kVaSize;
                             if ((j += whole) == rows_padded) j = 0, ++block;
                             continue;

@@ -203,6 +203,29 @@ TEST(Fc, WeightsAcrossDramPagesMatchPlainLoops) {
   }
 }
 
+// The VNNI levels' rows take the weights as w + 128 against signed inputs and remove 128 times
+// the inputs' sum at the end: at the extremes (every input -128 or 127, weights -128, 127, 1, 0
+// in turn, 258 rows: 64 steps of 4 and 2 left to the AVX2 rows) the sums must be the plain
+// loops' to the unit: scale 1 and shift 0 pass them through, and the weights nearly cancel.
+TEST(Fc, ExtremeInputsAndWeightsMatchPlainLoops) {
+  const auto& arch = isa::kArch9x8x8;
+  for (const int xv : {-128, 127}) {
+    FcSpec f;
+    f.k = 258, f.m = 40, f.scale = 1, f.shift = 0;
+    fill(f, 9);
+    const int pattern[4] = {-128, 127, 1, 0};
+    for (int o = 0; o < f.m; ++o) {
+      for (int j = 0; j < f.k; ++j) f.w[o * f.k + j] = pattern[(j + o) % 4];
+      f.bias[o] = xv < 0 ? -100 : 100;
+    }
+    const std::vector<std::int32_t> x(f.k, xv);
+    const Bytes payload = run_vector_fc(arch, f, x);
+    const auto expected = ref_fc(f, x);
+    for (int o = 0; o < f.m; ++o)
+      EXPECT_EQ(static_cast<std::int8_t>(payload[o]), expected[o]) << "x " << xv << " o " << o;
+  }
+}
+
 TEST(Fc, RandomShapesMatchTheRefKernels) {
   namespace rg = npukit::ref::gati;
   std::mt19937 rng(12);
