@@ -530,16 +530,21 @@ bool pack_quads(const DenseConv& c, PackedQuads& p, std::uint32_t bias, QuadInte
   } else {
     p.x.assign(p.quads * p.plane_words + p.q_padded, bias * 0x01010101u);
   }
+  // A few lines per row packed (a quad's plane at once is one row): in bursts the prefetches
+  // hold the fill buffers the packing's own loads need.
+  std::uint64_t prefetched = 0;
+  const auto prefetch_some = [&] {
+    for (int i = 0; i < 4 && prefetched < prefetch.size(); ++i, prefetched += 64)
+      __builtin_prefetch(prefetch.data() + prefetched, 0, 2);  // into L2
+  };
   for (std::uint64_t qd = 0; qd < p.quads && from_words; ++qd) {
-    const std::uint64_t pf_end = prefetch.size() * (qd + 1) / p.quads;
-    for (std::uint64_t b = prefetch.size() * qd / p.quads / 64 * 64; b < pf_end; b += 64)
-      __builtin_prefetch(prefetch.data() + b, 0, 2);  // into L2
     std::uint64_t c0 = 0;
     unsigned lanes = 0;
     in_place(c, chans.data() + 4 * qd, 4, c0, lanes);
     if (!phases_from_words(
             c, ph, p.x.data() + qd * p.plane_words,
             [&](std::uint64_t at, std::uint64_t n, std::uint64_t step, std::uint32_t* out) {
+              prefetch_some();
               return from_words(*c.words, c0, lanes, at, n, step, out) || bias != 0;
             }))
       return false;

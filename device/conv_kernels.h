@@ -350,7 +350,8 @@ bool interleave_quads_avx2(const std::int8_t* const* src, std::uint64_t n, std::
 // checked straight from conv.words (planes unused; only the values packed are checked: those
 // some tap reads). With bias 128 the same fused packings run without the check, and the words
 // are offset after them (the VNNI level's GEMM form on signed inputs). Otherwise true.
-// `prefetch` (with from_words): bytes brought into L2 as the quads are packed, a share per quad.
+// `prefetch` (with from_words): bytes brought into L2 as the quads are packed, a few lines per
+// row packed, from the start (as far as the rows go).
 bool pack_quads(const DenseConv& conv, PackedQuads& p, std::uint32_t bias = 128,
                 QuadInterleave interleave = nullptr, QuadRow from_words = nullptr,
                 std::span<const std::uint8_t> prefetch = {});
