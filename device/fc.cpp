@@ -8,6 +8,8 @@
 // Flatten = 1 reads a conv output in the 6.1 layout with C = InputRows / ImageDim channels of
 // ImageDim pixels and flattens it channel-major (x[c * ImageDim + p]), as the flattening block's
 // per-channel banks read serially do; the region is C'·P' bytes and Vec2MatCols = C'·P' / 32.
+#include "device/fc.h"
+
 #include "common/cpu.h"
 #include "device/block.h"
 
@@ -30,6 +32,13 @@ constexpr std::uint64_t kVaSize = 32;            // FC engine width (COL_FC)
 void add_row_scalar(std::int32_t* a, const std::uint8_t* w, std::uint64_t len, std::int32_t x) {
   for (std::uint64_t k = 0; k < len; ++k) a[k] += x * static_cast<std::int8_t>(w[k]);
 }
+}  // namespace
+
+namespace detail {
+void fc_rows_scalar(std::int32_t* a, const std::uint8_t* w, const std::int8_t* x,
+                    std::uint64_t count) {
+  for (std::uint64_t r = 0; r < count; ++r) add_row_scalar(a, w + r * kVaSize, kVaSize, x[r]);
+}
 
 #if defined(__x86_64__) || defined(__i386__)
 // a[k] += sum over r < count of x[r] * w[32 r + k], for one block's `count` whole rows at the
@@ -38,8 +47,8 @@ void add_row_scalar(std::int32_t* a, const std::uint8_t* w, std::uint64_t len, s
 // pair (x[r], x[r + 1]) adds both products per neuron (|sum| <= 2^15, exact); an odd last row
 // pairs with zero. s[0] holds neurons 0-3 and 8-11, s[1] 4-7 and 12-15, s[2] and s[3] the same
 // 16 on; the permutes put them back in order.
-__attribute__((target("avx2"))) void add_rows_avx2(std::int32_t* a, const std::uint8_t* w,
-                                                   const std::int8_t* x, std::uint64_t count) {
+__attribute__((target("avx2"))) void fc_rows_avx2(std::int32_t* a, const std::uint8_t* w,
+                                                  const std::int8_t* x, std::uint64_t count) {
   __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
                   _mm256_setzero_si256()};
   const auto add_pair = [&](__m256i wa, __m256i wb, std::int8_t xa, std::int8_t xb)
@@ -81,7 +90,7 @@ __attribute__((target("avx2"))) void add_rows_avx2(std::int32_t* a, const std::u
 // multiplied by the broadcast signed inputs x[r..r+3]: each lane gains its products plus 128
 // times the 4 inputs' sum, which is taken off once at the end. Exact: the sums stay within
 // int32 (|sum| <= 2^29 plus the offset's 128 * 128 * count, removed modulo 2^32). Dot::ymm is
-// the level's ymm vpdpbusd; the last count % 4 rows go to add_rows_avx2.
+// the level's ymm vpdpbusd; the last count % 4 rows go to fc_rows_avx2.
 // Written once for both levels' target attributes and dot instructions (a template would need
 // both targets in one, and the AVX-VNNI copy must hold no EVEX instruction).
 #define NPUKIT_FC_ADD_ROWS_VNNI(NAME, TARGET, DOT)                                                 \
@@ -119,14 +128,30 @@ __attribute__((target("avx2"))) void add_rows_avx2(std::int32_t* a, const std::u
       _mm256_storeu_si256(                                                                         \
           p, _mm256_add_epi32(_mm256_loadu_si256(p), _mm256_sub_epi32(ordered[q], offset)));       \
     }                                                                                              \
-    if (r < count) add_rows_avx2(a, w + r * kVaSize, x + r, count - r);                            \
+    if (r < count) fc_rows_avx2(a, w + r * kVaSize, x + r, count - r);                             \
   }
-NPUKIT_FC_ADD_ROWS_VNNI(add_rows_avx512vnni, "avx2,avx512f,avx512vl,avx512vnni",
-                        _mm256_dpbusd_epi32)
-NPUKIT_FC_ADD_ROWS_VNNI(add_rows_avxvnni, "avx2,avxvnni", _mm256_dpbusd_avx_epi32)
+NPUKIT_FC_ADD_ROWS_VNNI(fc_rows_avx512vnni, "avx2,avx512f,avx512vl,avx512vnni", _mm256_dpbusd_epi32)
+NPUKIT_FC_ADD_ROWS_VNNI(fc_rows_avxvnni, "avx2,avxvnni", _mm256_dpbusd_avx_epi32)
 #undef NPUKIT_FC_ADD_ROWS_VNNI
+#else
+void fc_rows_avx2(std::int32_t*, const std::uint8_t*, const std::int8_t*, std::uint64_t) {
+  fail("fc: AVX2 on a CPU that is not x86");
+}
+void fc_rows_avx512vnni(std::int32_t*, const std::uint8_t*, const std::int8_t*, std::uint64_t) {
+  fail("fc: AVX-512 VNNI on a CPU that is not x86");
+}
+void fc_rows_avxvnni(std::int32_t*, const std::uint8_t*, const std::int8_t*, std::uint64_t) {
+  fail("fc: AVX-VNNI on a CPU that is not x86");
+}
 #endif
-}  // namespace
+
+FcRows fc_rows_for(Isa level) {
+  return cpu::path_allowed(level, Isa::kAvx512Vnni) ? fc_rows_avx512vnni
+         : cpu::path_allowed(level, Isa::kAvxVnni)  ? fc_rows_avxvnni
+         : cpu::path_allowed(level, Isa::kAvx2)     ? fc_rows_avx2
+                                                    : fc_rows_scalar;
+}
+}  // namespace detail
 
 BlockTiming run_fc(LayerContext& ctx) {
   const isa::Instruction& m = ctx.mega;
@@ -215,13 +240,9 @@ BlockTiming run_fc(LayerContext& ctx) {
   // a 32-byte row may straddle two pieces when the blob does not start on a row boundary of a
   // page, so rows are walked by byte position.
   std::vector<std::int32_t> acc(cols_padded, 0);
-#if defined(__x86_64__) || defined(__i386__)
   const Isa level = cpu::resolve(Isa::kAuto, "fc");
-  const bool avx2 = cpu::path_allowed(level, Isa::kAvx2);
-  const auto add_rows = cpu::path_allowed(level, Isa::kAvx512Vnni) ? add_rows_avx512vnni
-                        : cpu::path_allowed(level, Isa::kAvxVnni)  ? add_rows_avxvnni
-                                                                   : add_rows_avx2;
-#endif
+  const bool vector = cpu::path_allowed(level, Isa::kAvx2);
+  const detail::FcRows add_rows = detail::fc_rows_for(level);
   ctx.dram.read_pages(weight_start, blob_bytes, ctx.field_name(Field::FC_WeightStartAddress),
                       [&](std::uint64_t done, const std::uint8_t* data, std::uint64_t n) {
                         if (data == nullptr)
@@ -231,12 +252,11 @@ BlockTiming run_fc(LayerContext& ctx) {
                         std::uint64_t row = done / kVaSize, first = done % kVaSize;
                         std::uint64_t j = row % rows_padded, block = row / rows_padded;
                         for (std::uint64_t off = 0; off < n;) {
-#if defined(__x86_64__) || defined(__i386__)
                           // The whole rows of this block in this piece at once (rows past
                           // WeightRows are padding, their x 0).
                           const std::uint64_t whole =
                               first == 0 ? std::min((n - off) / kVaSize, rows_padded - j) : 0;
-                          if (avx2 && whole > 0) {
+                          if (vector && whole > 0) {
                             if (j < rows)
                               add_rows(acc.data() + block * kVaSize, data + off, x.data() + j,
                                        std::min(whole, rows - j));
@@ -244,7 +264,6 @@ BlockTiming run_fc(LayerContext& ctx) {
                             if ((j += whole) == rows_padded) j = 0, ++block;
                             continue;
                           }
-#endif
                           const std::uint64_t len = std::min(kVaSize - first, n - off);
                           const std::int32_t xv = j < rows ? x[j] : 0;
                           if (xv != 0) {

@@ -1,4 +1,5 @@
 // FC megablock: weights, bias order and flattening from gati.md 6.2 / 8, against plain loops.
+#include "device/fc.h"
 #include "device/device.h"
 #include "device/test_programs.h"
 #include "ir/graph.h"
@@ -8,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <iostream>
 #include <random>
 
 namespace npukit::device {
@@ -200,6 +202,44 @@ TEST(Fc, WeightsAcrossDramPagesMatchPlainLoops) {
     const auto expected = ref_fc(f, x);
     for (int o = 0; o < f.m; ++o)
       EXPECT_EQ(static_cast<std::int8_t>(payload[o]), expected[o]) << "lead " << lead << " o " << o;
+  }
+}
+
+// Every FC row path the CPU has against the plain loop, directly: row counts 0 to 13 and 256 to
+// 259 (the VNNI paths' steps of 4 and every remainder, the AVX2 rows' pairs and an odd last),
+// random bytes and the extremes (inputs -128 and 127 against weights -128 and 127), onto sums
+// that are not zero.
+TEST(Fc, RowPathsEqualThePlainLoop) {
+  namespace d = detail;
+  const std::pair<Isa, d::FcRows> paths[] = {{Isa::kAvx2, d::fc_rows_avx2},
+                                             {Isa::kAvxVnni, d::fc_rows_avxvnni},
+                                             {Isa::kAvx512Vnni, d::fc_rows_avx512vnni}};
+  std::mt19937 rng(31);
+  std::vector<std::uint64_t> counts;
+  for (std::uint64_t c = 0; c <= 13; ++c) counts.push_back(c);
+  for (std::uint64_t c = 256; c <= 259; ++c) counts.push_back(c);
+  for (const auto& [isa, rows] : paths) {
+    if (!cpu::supports(isa)) {
+      std::cout << "[ skipped  ] the " << cpu::name(isa) << " FC rows: this CPU lacks them\n";
+      continue;
+    }
+    for (const std::uint64_t count : counts)
+      for (int kind = 0; kind < 3; ++kind) {
+        std::vector<std::uint8_t> w(count * 32);
+        std::vector<std::int8_t> x(count);
+        for (auto& v : w)
+          v = static_cast<std::uint8_t>(kind == 0 ? rng() : kind == 1 ? 0x80 : 0x7F);
+        for (auto& v : x)
+          v = static_cast<std::int8_t>(kind == 0   ? rng()
+                                       : kind == 1 ? -128
+                                                   : (rng() % 2 ? 127 : -128));
+        std::vector<std::int32_t> want(32), got(32);
+        for (int k = 0; k < 32; ++k)
+          want[k] = got[k] = static_cast<std::int32_t>(rng() % 2001) - 1000;
+        d::fc_rows_scalar(want.data(), w.data(), x.data(), count);
+        rows(got.data(), w.data(), x.data(), count);
+        EXPECT_EQ(got, want) << cpu::name(isa) << " rows " << count << " kind " << kind;
+      }
   }
 }
 
