@@ -901,10 +901,11 @@ TailPipeline::RowWriter TailPipeline::row_writer(LayerContext& ctx, const Activa
   const std::uint64_t word_bytes = 32 * static_cast<std::uint64_t>(out.op_width);
   if (w.words_.kind == detail::TailWords::Kind::kOther || layout.channel_group != 8 ||
       layout.pixels_per_word != 4 || out.output_addr % word_bytes != 0 ||
-      (accumulant_addr && *accumulant_addr % 128 != 0) ||
-      !cpu::path_allowed(cpu::resolve(isa, "tail row_writer"), Isa::kAvx2))
+      (accumulant_addr && *accumulant_addr % 128 != 0))
     return w;
-  w.words_.avx512 = cpu::path_allowed(cpu::resolve(isa, "tail row_writer"), Isa::kAvx512Vnni);
+  const Isa level = cpu::resolve(isa, "tail row_writer");
+  if (!cpu::path_allowed(level, Isa::kAvx2)) return w;
+  w.words_.avx512 = cpu::path_allowed(level, Isa::kAvx512Vnni);
   // Page tables, one per region, kept per thread (no allocation per layer once grown).
   thread_local RowWriterPages own_pages;
   std::vector<std::uint8_t*>& out_pages = (pages ? *pages : own_pages).out;

@@ -470,6 +470,23 @@ void tail_rows_avx2(const TailWords& t, const std::int32_t* y, std::uint64_t str
                     std::uint64_t p0, std::uint64_t n, std::uint64_t k0, std::uint64_t k_count,
                     std::uint8_t* const* out_pages, std::uint64_t out_start,
                     const std::uint8_t* const* accumulant_pages, std::uint64_t accumulant_start);
+// The address of byte `offset` of a region that starts `start` bytes into pages[0] (one
+// Dram::kPageBytes piece each, as the row writer's page tables hold them).
+template <typename Byte>
+Byte* region_byte(Byte* const* pages, std::uint64_t start, std::uint64_t offset) {
+  const std::uint64_t a = start + offset;
+  return pages[a / Dram::kPageBytes] + a % Dram::kPageBytes;
+}
+// The same for the `bytes` from `offset` when they lie on one page (one lookup for a run of
+// words), else null.
+template <typename Byte>
+Byte* run_on_one_page(Byte* const* pages, std::uint64_t start, std::uint64_t offset,
+                      std::uint64_t bytes) {
+  const std::uint64_t first = start + offset;
+  return bytes > 0 && first / Dram::kPageBytes == (first + bytes - 1) / Dram::kPageBytes
+             ? pages[first / Dram::kPageBytes] + first % Dram::kPageBytes
+             : nullptr;
+}
 // Its AVX-512 part: the int8 words (kQuantize, OpWidth 1, no accumulants, the quantizer's narrow
 // form) of channels [k0, k0 + c) and pixels [p0, p0 + n / 4 * 4), c the largest multiple of 16
 // inside both k_count and the output's channels. Returns c: 0 when it wrote nothing (not that

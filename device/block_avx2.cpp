@@ -276,10 +276,6 @@ __attribute__((target("avx2"))) void tail_rows(
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const std::uint64_t per_group = t.padded_pixels / 4, width = t.width;
   const std::uint64_t word_bytes = 32 * width;
-  auto page_at = [](auto* const* pages, std::uint64_t start, std::uint64_t offset) {
-    const std::uint64_t a = start + offset;
-    return pages[a / Dram::kPageBytes] + a % Dram::kPageBytes;
-  };
   for (std::uint64_t g = 0; g * 8 < k_count; ++g) {
     const std::uint64_t c0 = k0 + g * 8;
     // Lanes of channels past the last are padding: 0 in the word.
@@ -302,12 +298,8 @@ __attribute__((target("avx2"))) void tail_rows(
       const __m256i clip8 = _mm256_set1_epi8(static_cast<char>(std::clamp(t.clip, 0, 127)));
       // The group's words of these pixels lie side by side: one page lookup for all of them
       // when they are on one page (else one per word).
-      const std::uint64_t first = out_start + (c0 / 8 * per_group + p0 / 4) * 32;
-      const std::uint64_t last = first + (n / 4) * 32;  // past the whole words
       std::uint8_t* const base =
-          first / Dram::kPageBytes == (last - 1) / Dram::kPageBytes
-              ? out_pages[first / Dram::kPageBytes] + first % Dram::kPageBytes
-              : nullptr;
+          run_on_one_page(out_pages, out_start, (c0 / 8 * per_group + p0 / 4) * 32, n / 4 * 32);
       const auto words = [&](auto narrow) __attribute__((target("avx2"))) {
         for (; i + 4 <= n; i += 4) {
           __m256i r[4];
@@ -322,7 +314,8 @@ __attribute__((target("avx2"))) void tail_rows(
           if constexpr (kAct == 1) p = _mm256_min_epi8(p, clip8);
           if constexpr (kAct >= 0) p = _mm256_max_epi8(p, zero);
           const std::uint64_t word = c0 / 8 * per_group + (p0 + i) / 4;
-          std::uint8_t* const o = base ? base + i * 8 : page_at(out_pages, out_start, word * 32);
+          std::uint8_t* const o =
+              base ? base + i * 8 : region_byte(out_pages, out_start, word * 32);
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), _mm256_shuffle_epi8(p, bytes_t));
         }
       };
@@ -343,9 +336,9 @@ __attribute__((target("avx2"))) void tail_rows(
           const std::uint64_t word = c0 / 8 * per_group + (p0 + i) / 4;
           const std::uint8_t* a = nullptr;
           if constexpr (decltype(with_accumulants)::value)
-            a = page_at(accumulant_pages, accumulant_start, word * 128);
+            a = region_byte(accumulant_pages, accumulant_start, word * 128);
           int32_word<kQuant, kAct, decltype(stream)::value>(
-              r, bias, quant, page_at(out_pages, out_start, word * 128), a, nullptr);
+              r, bias, quant, region_byte(out_pages, out_start, word * 128), a, nullptr);
         }
       };
       if (accumulant_pages && t.stream)
@@ -366,9 +359,9 @@ __attribute__((target("avx2"))) void tail_rows(
         r[j] = j < rows
                    ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(yg + (i + j) * stride))
                    : _mm256_setzero_si256();
-      std::uint8_t* o = page_at(out_pages, out_start, word * word_bytes);
+      std::uint8_t* o = region_byte(out_pages, out_start, word * word_bytes);
       const std::uint8_t* a =
-          accumulant_pages ? page_at(accumulant_pages, accumulant_start, word * 128) : nullptr;
+          accumulant_pages ? region_byte(accumulant_pages, accumulant_start, word * 128) : nullptr;
       if (width == 4) {
         const __m256i pixel_ok = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(rows)),
                                                     _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3));

@@ -21,7 +21,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 
 namespace npukit::device::detail {
 
@@ -49,17 +48,12 @@ NPUKIT_AVX512 void int8_group_pairs(const TailWords& t, const std::int32_t* y, s
   const std::uint64_t per_group = t.padded_pixels / 4;
   // The words of group g for these pixels lie side by side: one page lookup for them when they
   // are on one page (else one per word).
-  const auto group_words = [&](std::uint64_t g) -> std::uint8_t* {
-    const std::uint64_t first = out_start + (g * per_group + p0 / 4) * 32;
-    const std::uint64_t last = first + words * 32;
-    return first / Dram::kPageBytes == (last - 1) / Dram::kPageBytes
-               ? out_pages[first / Dram::kPageBytes] + first % Dram::kPageBytes
-               : nullptr;
+  const auto group_words = [&](std::uint64_t g) {
+    return run_on_one_page(out_pages, out_start, (g * per_group + p0 / 4) * 32, words * 32);
   };
   const auto word_at = [&](std::uint8_t* base, std::uint64_t g, std::uint64_t w) {
-    if (base) return base + w * 32;
-    const std::uint64_t a = out_start + (g * per_group + p0 / 4 + w) * 32;
-    return out_pages[a / Dram::kPageBytes] + a % Dram::kPageBytes;
+    return base ? base + w * 32
+                : region_byte(out_pages, out_start, (g * per_group + p0 / 4 + w) * 32);
   };
   for (std::uint64_t j = 0; j < pairs; ++j) {
     const std::uint64_t c0 = k0 + 16 * j, g = c0 / 8;
@@ -102,14 +96,8 @@ NPUKIT_AVX512 std::uint64_t tail_rows_int8_avx512(const TailWords& t, const std:
   const std::uint64_t pairs = channels / 16, words = n / 4;
   if (pairs == 0 || words == 0) return 0;
   // The narrow form only (Quantizer::narrow): the bounds keep v * scale + h in int32.
-  const int total = t.shift + t.fp_cast_shift;
   const InputBounds bounds = input_bounds(t.scale, t.shift, t.fp_cast_shift);
-  const std::int64_t h = rounding_addend(t.shift, t.fp_cast_shift);
-  const std::int64_t at_low = std::int64_t{bounds.low} * t.scale + h;
-  const std::int64_t at_high = std::int64_t{bounds.high} * t.scale + h;
-  if (total > 31 || std::min(at_low, at_high) < std::numeric_limits<std::int32_t>::min() ||
-      std::max(at_low, at_high) > std::numeric_limits<std::int32_t>::max())
-    return 0;
+  if (!narrow_form(t.scale, t.shift, t.fp_cast_shift, bounds)) return 0;
   if (t.act == 0)
     int8_group_pairs<0>(t, y, stride, p0, words, k0, pairs, out_pages, out_start, bounds);
   else if (t.act == 1)

@@ -32,6 +32,18 @@ struct InputBounds {
 InputBounds input_bounds(std::int32_t scale, int shift, int fp_cast_shift);
 std::int64_t rounding_addend(int shift, int fp_cast_shift);
 
+// Whether these parameters take the quantizer's narrow form (Quantizer below): every clamped v
+// has v * scale + h in int32 and the shift is at most 31.
+inline bool narrow_form(std::int32_t scale, int shift, int fp_cast_shift, InputBounds bounds) {
+  const std::int64_t h = rounding_addend(shift, fp_cast_shift);
+  // |v| <= 2^31, |scale| <= 2^31 and 0 <= h < 2^62: each end fits int64.
+  const std::int64_t at_low = std::int64_t{bounds.low} * scale + h;
+  const std::int64_t at_high = std::int64_t{bounds.high} * scale + h;
+  return shift + fp_cast_shift <= 31 &&
+         std::min(at_low, at_high) >= std::numeric_limits<std::int32_t>::min() &&
+         std::max(at_low, at_high) <= std::numeric_limits<std::int32_t>::max();
+}
+
 // The quantizer (rounding shift, int8 clamp) and activation of 8 int32 values, bias added.
 // The clamp to int8 happens before the product, on v in 32 bits: q(v) = floor((v * scale + h) /
 // 2^T) is monotone in v, so v is first clamped to [v_low, v_high], the last value whose q clamps
@@ -62,11 +74,7 @@ struct Quantizer {
     const InputBounds bounds = input_bounds(scale, shift, fp_cast_shift);
     v_low = _mm256_set1_epi32(bounds.low);
     v_high = _mm256_set1_epi32(bounds.high);
-    // |v| <= 2^31, |scale| <= 2^31 and 0 <= h < 2^62: each end fits int64.
-    const std::int64_t at_low = std::int64_t{bounds.low} * scale + h;
-    const std::int64_t at_high = std::int64_t{bounds.high} * scale + h;
-    narrow = total <= 31 && std::min(at_low, at_high) >= std::numeric_limits<std::int32_t>::min() &&
-             std::max(at_low, at_high) <= std::numeric_limits<std::int32_t>::max();
+    narrow = narrow_form(scale, shift, fp_cast_shift, bounds);
     add32 = _mm256_set1_epi32(static_cast<std::int32_t>(narrow ? h : 0));
     out_low = _mm256_set1_epi32(-128);
     out_high_none = _mm256_set1_epi32(127);
