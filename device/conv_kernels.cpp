@@ -776,10 +776,11 @@ void dense_conv_gemm(const DenseConv& c, std::int32_t* acc, std::int32_t* snapsh
   std::span<const std::uint8_t> first_unit;
   if (quad_tiles && quad_blocks >= 4 && c.packs && c.packs->joined0.ready()) {
     const std::vector<std::uint32_t>& joined = c.packs->joined0.w;
-    const std::uint64_t rows = (c.kn + 15) / 16;  // of 2 blocks, kJoinedRow words a step
-    const std::uint64_t row_words = (joined.size() - kJoinedRow) / rows;
-    first_unit = {reinterpret_cast<const std::uint8_t*>(joined_rows(joined)),
-                  std::min<std::uint64_t>(rows, kGemmK / 16) * row_words * 4};
+    const std::uint64_t blocks = (c.kn + kGemmBlock - 1) / kGemmBlock;
+    GemmOperands kept;  // join_block_pairs' rows (a row more to align), as the tiles will read them
+    kept.w_joined = joined_rows(joined);
+    kept.steps = (joined.size() - kJoinedRow) / ((blocks + 1) / 2 * kJoinedRow);
+    first_unit = kept.block_weights(0, std::min(blocks, kGemmVnniBlocks));
   }
   if (quad_tiles && from_words)
     quads = pack_quads(c, packed_quads, 0, nullptr, rows.quads, first_unit);
