@@ -13,6 +13,10 @@
 #include <thread>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace npukit {
 
 namespace {
@@ -26,6 +30,15 @@ unsigned default_threads() {
     if (n > 0) return static_cast<unsigned>(n);
   }
   return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// Orders this thread's stores, the streamed ones included, before its later ones (parallel.h).
+void fence_stores() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_sfence();
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
 }
 
 std::atomic<unsigned> g_threads{0};  // 0: not set yet
@@ -78,6 +91,7 @@ class Pool {
         if (!error_) error_ = std::current_exception();
       }
     }
+    fence_stores();
   }
 
   void work() {
@@ -135,6 +149,7 @@ void parallel_for(std::uint64_t n, const std::function<void(std::uint64_t)>& fn)
   const unsigned threads = static_cast<unsigned>(std::min<std::uint64_t>(thread_count(), n));
   if (threads > 1 && !t_in_worker && pool().run(n, threads, fn)) return;
   for (std::uint64_t i = 0; i < n; ++i) fn(i);
+  fence_stores();
 }
 
 }  // namespace npukit

@@ -18,7 +18,12 @@ void set_thread_count(unsigned n);
 unsigned thread_count();
 
 // Calls fn(i) once for every i in [0, n) and returns when all have returned; the first
-// exception thrown by any call is rethrown here (the remaining indices may still run).
+// exception thrown by any call is rethrown here (the remaining indices may still run). Every
+// store the calls made, non-temporal ones included, is visible when it returns: each thread
+// that ran calls fences its stores after its last one (on x86 streamed stores are weakly
+// ordered, and only the storing thread's own fence orders them). So a call may stream its
+// output without a fence of its own, which would wait for the stores to reach memory there and
+// then (device/block_avx2.cpp's int32 words).
 void parallel_for(std::uint64_t n, const std::function<void(std::uint64_t)>& fn);
 
 }  // namespace npukit

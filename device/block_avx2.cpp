@@ -397,9 +397,10 @@ __attribute__((target("avx2"))) void tail_rows(
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), _mm256_shuffle_epi8(p, bytes_t));
     }
   }
-  // Streamed stores are weakly ordered: done before whatever this thread does next is seen
-  // (parallel_for's completion, another piece reading them).
-  if (t.stream) _mm_sfence();
+  // Streamed stores are weakly ordered; they are fenced by parallel_for, which runs every work
+  // unit that writes them, when this thread's share is done (common/parallel.h). A fence here,
+  // after each unit's rows, made the next unit's tiles wait for those rows to reach memory: the
+  // stem's two streamed outputs took 0.28 ms more of resnet18's 7.7 ms per image that way.
 }
 }  // namespace
 
