@@ -138,8 +138,7 @@ NPUKIT_TILE_TARGET void gemm_blocks(const GemmOperands& op, std::uint64_t kb,
   // The offset quads' start of these steps' sums (GemmOperands::offset_first / offset_all).
   alignas(32) std::int32_t start_lanes[V * kGemmBlock];
   const std::int32_t* start = op.starts(s_begin, s_end) ? start_lanes : nullptr;
-  for (std::uint64_t j = 0; start && j < V * kGemmBlock; ++j)
-    start_lanes[j] = op.start(kb * kGemmBlock + j, s_begin, s_end);
+  if (start) op.starts_of(kb * kGemmBlock, V * kGemmBlock, s_begin, s_end, start_lanes);
   // Pixels in ceil(n / P) tiles of as equal a size as can be (49 = 7 x 7, not 6 x 8 + 1): a
   // tile of few pixels has few independent sums, and its steps wait on vpdpbusd's latency.
   const std::uint64_t tiles = (n + P - 1) / P;

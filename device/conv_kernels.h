@@ -12,6 +12,7 @@
 
 #include "common/cpu.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -411,6 +412,24 @@ struct GemmOperands {
     const std::uint32_t before = s_begin < split ? 0 : offset_first[k];
     const std::uint32_t upto = s_end > split ? offset_all[k] : offset_first[k];
     return static_cast<std::int32_t>(before - upto);
+  }
+  // out[j] = start(k0 + j, s_begin, s_end) for j < count, the phase choices made once (a
+  // vectorizable loop: the tiles ask for 64 at every call, the stem's many short calls spent
+  // a tenth of a unit's time here as a loop of branches).
+  void starts_of(std::uint64_t k0, std::uint64_t count, std::uint64_t s_begin,
+                 std::uint64_t s_end, std::int32_t* out) const {
+    if (!offset_first) {
+      std::fill_n(out, count, 0);
+      return;
+    }
+    const std::uint32_t* upto = (s_end > split ? offset_all : offset_first) + k0;
+    if (s_begin < split) {
+      for (std::uint64_t j = 0; j < count; ++j) out[j] = static_cast<std::int32_t>(0u - upto[j]);
+      return;
+    }
+    const std::uint32_t* before = offset_first + k0;
+    for (std::uint64_t j = 0; j < count; ++j)
+      out[j] = static_cast<std::int32_t>(before[j] - upto[j]);
   }
   // Optional: bytes the tiles bring into L2 as they go (prefetcht1, a line every few steps),
   // split among a call's tiles. run_gemm_unit points it at the next work unit's weights, which
