@@ -416,8 +416,8 @@ struct GemmOperands {
   // out[j] = start(k0 + j, s_begin, s_end) for j < count, the phase choices made once (a
   // vectorizable loop: the tiles ask for 64 at every call, the stem's many short calls spent
   // a tenth of a unit's time here as a loop of branches).
-  void starts_of(std::uint64_t k0, std::uint64_t count, std::uint64_t s_begin,
-                 std::uint64_t s_end, std::int32_t* out) const {
+  void starts_of(std::uint64_t k0, std::uint64_t count, std::uint64_t s_begin, std::uint64_t s_end,
+                 std::int32_t* out) const {
     if (!offset_first) {
       std::fill_n(out, count, 0);
       return;
