@@ -407,15 +407,10 @@ struct GemmOperands {
   bool starts(std::uint64_t s_begin, std::uint64_t s_end) const {
     return offset_first && (s_begin < split || s_end > split);
   }
-  std::int32_t start(std::uint64_t k, std::uint64_t s_begin, std::uint64_t s_end) const {
-    if (!offset_first) return 0;
-    const std::uint32_t before = s_begin < split ? 0 : offset_first[k];
-    const std::uint32_t upto = s_end > split ? offset_all[k] : offset_first[k];
-    return static_cast<std::int32_t>(before - upto);
-  }
-  // out[j] = start(k0 + j, s_begin, s_end) for j < count, the phase choices made once (a
-  // vectorizable loop: the tiles ask for 64 at every call, the stem's many short calls spent
-  // a tenth of a unit's time here as a loop of branches).
+  // out[j], j < count, is where output channel k0 + j's sums start; the phase choices are made
+  // once per call, outside the loops (the tiles ask for 64 lanes at every call: as 64 calls
+  // choosing again, in branches the compiler kept scalar, the stem's many short calls spent a
+  // tenth of a unit's time here).
   void starts_of(std::uint64_t k0, std::uint64_t count, std::uint64_t s_begin, std::uint64_t s_end,
                  std::int32_t* out) const {
     if (!offset_first) {
@@ -430,6 +425,12 @@ struct GemmOperands {
     const std::uint32_t* before = offset_first + k0;
     for (std::uint64_t j = 0; j < count; ++j)
       out[j] = static_cast<std::int32_t>(before[j] - upto[j]);
+  }
+  // The same for one output channel k.
+  std::int32_t start(std::uint64_t k, std::uint64_t s_begin, std::uint64_t s_end) const {
+    std::int32_t out;
+    starts_of(k, 1, s_begin, s_end, &out);
+    return out;
   }
   // Optional: bytes the tiles bring into L2 as they go (prefetcht1, a line every few steps),
   // split among a call's tiles. run_gemm_unit points it at the next work unit's weights, which
